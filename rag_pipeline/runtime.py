@@ -1,0 +1,48 @@
+"""Process-wide shared state, built once: the migrated database and the loaded model.
+
+No Dagster here: the resources, the CLI and the search module all come through this.
+"""
+
+import threading
+
+from rag_pipeline.core.embedding import Embedder, ModelSpec
+from rag_pipeline.settings import Settings
+from rag_pipeline.store.connection import connect
+from rag_pipeline.store.migrations import migrate
+from rag_pipeline.store.server import resolve_conninfo
+
+_ready: dict[str, str] = {}
+_loaded: dict[tuple[object, ...], Embedder] = {}
+_lock = threading.Lock()
+
+
+def ready_conninfo(settings: Settings) -> str:
+    """The URL of the migrated vector database (starting the embedded one if needed)."""
+    key = settings.external_conninfo or str(settings.home)
+    with _lock:
+        if key not in _ready:
+            conninfo = resolve_conninfo(settings)
+            with connect(conninfo) as conn:
+                migrate(conn)
+            _ready[key] = conninfo
+        return _ready[key]
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    """The configured model, loaded once per process (an ONNX session is costly to build)."""
+    spec = ModelSpec(
+        name=settings.embedding_model,
+        local_path=settings.embedding_model_path,
+        allow_download=settings.embedding_allow_download,
+        max_tokens=settings.embedding_max_tokens,
+    )
+    key = (spec, settings.home, settings.embedding_threads, settings.embedding_batch_size)
+    with _lock:
+        if key not in _loaded:
+            _loaded[key] = Embedder(
+                spec,
+                models_dir=settings.home / "models",
+                threads=settings.embedding_threads,
+                batch_size=settings.embedding_batch_size,
+            )
+        return _loaded[key]

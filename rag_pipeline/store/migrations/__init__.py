@@ -1,0 +1,124 @@
+"""Numbered schema migrations (`mNNN_name.sql`) and the embedding model's place in the schema.
+
+Migrations run in order under a transaction-level advisory lock, so two processes starting at
+once apply each one exactly once, and an existing database upgrades to the newest schema.
+"""
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+from psycopg import sql
+
+# Any constant works: it only has to be the same in every process that migrates.
+_MIGRATION_LOCK = 7_390_420_113
+_NAME = re.compile(r"^m(\d{3})_(\w+)\.sql$")
+
+
+class ModelMismatchError(RuntimeError):
+    """The database holds vectors of another embedding model than the configured one."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One numbered schema change."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def available_migrations() -> list[Migration]:
+    """The migrations shipped with the package, in order."""
+    found = []
+    for entry in resources.files(__package__).iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda migration: migration.version)
+
+
+def migrate(conn: psycopg.Connection) -> list[int]:
+    """Apply every migration the database lacks; return the versions applied now."""
+    applied_now: list[int] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute("CREATE SCHEMA IF NOT EXISTS rag")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS rag.schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM rag.schema_migrations")}
+        for migration in available_migrations():
+            if migration.version in done:
+                continue
+            conn.execute(migration.sql.encode())
+            conn.execute(
+                "INSERT INTO rag.schema_migrations (version, name) VALUES (%s, %s)",
+                (migration.version, migration.name),
+            )
+            applied_now.append(migration.version)
+    return applied_now
+
+
+def schema_version(conn: psycopg.Connection) -> int:
+    """The newest applied migration, 0 for an empty database."""
+    exists = conn.execute("SELECT to_regclass('rag.schema_migrations')").fetchone()
+    if exists is None or exists[0] is None:
+        return 0
+    row = conn.execute("SELECT max(version) FROM rag.schema_migrations").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def stored_model(conn: psycopg.Connection) -> tuple[str, int] | None:
+    """The model id and dimension the stored vectors were made with, if any."""
+    rows = dict(
+        conn.execute(
+            "SELECT key, value FROM rag.store_info WHERE key IN ('model_id', 'dimension')"
+        ).fetchall()
+    )
+    if "model_id" not in rows:
+        return None
+    return rows["model_id"], int(rows["dimension"])
+
+
+def ensure_model(conn: psycopg.Connection, model_id: str, dimension: int, *, force: bool) -> None:
+    """Bind the store to one embedding model: type the vector column and build its HNSW index.
+
+    A different model with vectors already stored is an error unless `force`, which drops every
+    chunk (documents are re-embedded by the next run) and re-types the column.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        current = stored_model(conn)
+        if current == (model_id, dimension):
+            return
+        if current is not None:
+            has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM rag.chunks)").fetchone()
+            if has_chunks and has_chunks[0] and not force:
+                raise ModelMismatchError(
+                    f"the vector database holds {current[1]}-dimensional vectors of model "
+                    f"{current[0]!r}, but RAG_EMBEDDING_MODEL is {model_id!r} ({dimension} "
+                    "dimensions); run `rag ingest --force` to re-embed everything with the new "
+                    "model, or set RAG_EMBEDDING_MODEL back"
+                )
+            # Documents without chunks would look unchanged to the next run: drop them too.
+            conn.execute("DELETE FROM rag.documents")
+        conn.execute("DROP INDEX IF EXISTS rag.chunks_embedding_hnsw")
+        # A type modifier cannot be a bind parameter; Literal renders the integer safely.
+        conn.execute(
+            sql.SQL("ALTER TABLE rag.chunks ALTER COLUMN embedding TYPE vector({})").format(
+                sql.Literal(int(dimension))
+            )
+        )
+        conn.execute(
+            "CREATE INDEX chunks_embedding_hnsw ON rag.chunks"
+            " USING hnsw (embedding vector_cosine_ops)"
+        )
+        conn.execute(
+            "INSERT INTO rag.store_info (key, value) VALUES ('model_id', %s), ('dimension', %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (model_id, str(dimension)),
+        )

