@@ -59,6 +59,15 @@ class Settings(BaseSettings):
     chunk_overlap_sentences: Annotated[int, Field(ge=0, le=10)] = 1
 
     files_max_bytes: Annotated[int, Field(ge=1)] = 5 * 1024 * 1024
+    files_folders: str = Field(
+        default="demo",
+        description="Folders the files sensor watches, separated by ':' ('demo' = bundled corpus).",
+    )
+
+    @property
+    def files_folder_list(self) -> list[str]:
+        """The configured folders, in order, without empty entries or repeats."""
+        return list(dict.fromkeys(p.strip() for p in self.files_folders.split(":") if p.strip()))
 
     @field_validator("vectordb_url")
     @classmethod

@@ -18,17 +18,41 @@ def _document(partition: str, key: str, text: str) -> IndexedDocument:
     vector = np.zeros(DIM, dtype=np.float32)
     vector[hash(text) % DIM] = 1.0
     return IndexedDocument(
-        id=doc_id, source_type="files", partition_key=partition, doc_key=key, source_id=key,
-        language="en_US", title=f"Title {key}", breadcrumb="", url="", original_format="markdown",
-        source_version="v1", content_hash=f"h-{text}", input_hash=f"i-{text}",
-        sanitizer_version="s", chunker_fingerprint="c", model_id="m", ts_config="english",
-        metadata={"k": key}, body=text,
-        sections=[SectionRow(f"{doc_id}-s0", 0, f"Title {key}", [f"Title {key}"], text, 0, len(text))],
+        id=doc_id,
+        source_type="files",
+        partition_key=partition,
+        doc_key=key,
+        source_id=key,
+        language="en_US",
+        title=f"Title {key}",
+        breadcrumb="",
+        url="",
+        original_format="markdown",
+        source_version="v1",
+        content_hash=f"h-{text}",
+        input_hash=f"i-{text}",
+        sanitizer_version="s",
+        chunker_fingerprint="c",
+        model_id="m",
+        ts_config="english",
+        metadata={"k": key},
+        body=text,
+        sections=[
+            SectionRow(f"{doc_id}-s0", 0, f"Title {key}", [f"Title {key}"], text, 0, len(text))
+        ],
         chunks=[
             ChunkRow(
-                id=f"{doc_id}-c0-{text}", section_id=f"{doc_id}-s0", ordinal=0,
-                heading=f"Title {key}", text=text, embedded_text=text, token_count=5,
-                start_char=0, end_char=len(text), text_sha256=f"sha-{text}", embedding=vector,
+                id=f"{doc_id}-c0-{text}",
+                section_id=f"{doc_id}-s0",
+                ordinal=0,
+                heading=f"Title {key}",
+                text=text,
+                embedded_text=text,
+                token_count=5,
+                start_char=0,
+                end_char=len(text),
+                text_sha256=f"sha-{text}",
+                embedding=vector,
             )
         ],
     )
@@ -87,9 +111,7 @@ def test_partition_a_b_a_holds_b_plus_new_a(rag_env: Settings, database_url: str
     ]
     with connect(database_url) as conn:
         sections = conn.execute("SELECT count(*) FROM rag.sections").fetchone()
-        tsv = conn.execute(
-            "SELECT tsv::text FROM rag.chunks WHERE text = 'third'"
-        ).fetchone()
+        tsv = conn.execute("SELECT tsv::text FROM rag.chunks WHERE text = 'third'").fetchone()
     assert sections == (3,)
     assert tsv is not None
     assert "'third':" in tsv[0]
@@ -109,7 +131,7 @@ def test_failed_write_leaves_partition_untouched(rag_env: Settings, database_url
     broken = broken.__class__(**{**broken.__dict__, "chunks": [bad_chunk]})
     try:
         _write(manager, "A", [broken], set())
-    except Exception:  # noqa: BLE001 - any database error will do
+    except Exception:
         pass
     else:
         raise AssertionError("the write should have failed")

@@ -78,9 +78,7 @@ def test_model_change_with_vectors_stored_is_an_error_unless_forced(database_url
             " VALUES ('d', 'files', 'p', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
             " 'c', 'model-a', 'b')"
         )
-        conn.execute(
-            "INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)"
-        )
+        conn.execute("INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)")
         conn.execute(
             "INSERT INTO rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
             " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"

@@ -22,8 +22,9 @@ def cached_vectors(
             (model_id, unique[start : start + _BATCH]),
         ).fetchall()
         for sha, vector in rows:
-            found[sha] = np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector,
-                                    dtype=np.float32)
+            found[sha] = np.asarray(
+                vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float32
+            )
     return found
 
 

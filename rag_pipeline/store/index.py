@@ -120,8 +120,8 @@ def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocumen
     ts_oids = _ts_config_oids(conn, {d.ts_config for d in documents})
     with conn.cursor() as cur:
         with cur.copy(
-            "COPY rag.documents (id, source_type, partition_key, doc_key, source_id, language, title,"
-            " breadcrumb, url, original_format, source_version, content_hash, input_hash,"
+            "COPY rag.documents (id, source_type, partition_key, doc_key, source_id, language,"
+            " title, breadcrumb, url, original_format, source_version, content_hash, input_hash,"
             " sanitizer_version, chunker_fingerprint, model_id, metadata, body)"
             " FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
@@ -129,10 +129,24 @@ def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocumen
             for d in documents:
                 copy.write_row(
                     [
-                        d.id, d.source_type, d.partition_key, d.doc_key, d.source_id, d.language, d.title,
-                        d.breadcrumb, d.url, d.original_format, d.source_version, d.content_hash,
-                        d.input_hash, d.sanitizer_version, d.chunker_fingerprint, d.model_id,
-                        Jsonb(jsonb_safe(d.metadata)), d.body,
+                        d.id,
+                        d.source_type,
+                        d.partition_key,
+                        d.doc_key,
+                        d.source_id,
+                        d.language,
+                        d.title,
+                        d.breadcrumb,
+                        d.url,
+                        d.original_format,
+                        d.source_version,
+                        d.content_hash,
+                        d.input_hash,
+                        d.sanitizer_version,
+                        d.chunker_fingerprint,
+                        d.model_id,
+                        Jsonb(jsonb_safe(d.metadata)),
+                        d.body,
                     ]
                 )
         with cur.copy(
@@ -143,8 +157,16 @@ def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocumen
             for d in documents:
                 for s in d.sections:
                     copy.write_row(
-                        [s.id, d.id, s.ordinal, s.title, s.heading_path, s.text,
-                         s.start_char, s.end_char]
+                        [
+                            s.id,
+                            d.id,
+                            s.ordinal,
+                            s.title,
+                            s.heading_path,
+                            s.text,
+                            s.start_char,
+                            s.end_char,
+                        ]
                     )
         with cur.copy(
             "COPY rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
@@ -153,15 +175,44 @@ def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocumen
         ) as copy:
             # regconfig's binary form is its OID.
             copy.set_types(
-                ["text", "text", "text", "text", "text", "int4", "text", "text", "text",
-                 "int4", "int4", "int4", "text", "oid", "vector"]
+                [
+                    "text",
+                    "text",
+                    "text",
+                    "text",
+                    "text",
+                    "int4",
+                    "text",
+                    "text",
+                    "text",
+                    "int4",
+                    "int4",
+                    "int4",
+                    "text",
+                    "oid",
+                    "vector",
+                ]
             )
             for d in documents:
                 for c in d.chunks:
                     copy.write_row(
-                        [c.id, d.id, c.section_id, d.source_type, d.language, c.ordinal,
-                         c.heading, c.text, c.embedded_text, c.token_count, c.start_char,
-                         c.end_char, c.text_sha256, ts_oids[d.ts_config], c.embedding]
+                        [
+                            c.id,
+                            d.id,
+                            c.section_id,
+                            d.source_type,
+                            d.language,
+                            c.ordinal,
+                            c.heading,
+                            c.text,
+                            c.embedded_text,
+                            c.token_count,
+                            c.start_char,
+                            c.end_char,
+                            c.text_sha256,
+                            ts_oids[d.ts_config],
+                            c.embedding,
+                        ]
                     )
 
 
@@ -176,7 +227,9 @@ def _ts_config_oids(conn: psycopg.Connection, names: set[str]) -> dict[str, int]
     return found
 
 
-def partition_counts(conn: psycopg.Connection, source_type: str, partition_key: str) -> dict[str, int]:
+def partition_counts(
+    conn: psycopg.Connection, source_type: str, partition_key: str
+) -> dict[str, int]:
     """Documents, sections and chunks the index holds for a partition."""
     row = conn.execute(
         "SELECT count(*),"

@@ -1,5 +1,6 @@
 """Where the vector database is: an external PostgreSQL, or the embedded one under RAG_HOME."""
 
+import contextlib
 import logging
 import warnings
 from pathlib import Path
@@ -49,10 +50,9 @@ def _ensure_database(server: object, name: str) -> None:
     with psycopg.connect(admin_uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists is None:
-            try:
+            # Another process may create it between our check and our CREATE.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                 conn.execute(f'CREATE DATABASE "{name}"')
-            except psycopg.errors.DuplicateDatabase:
-                pass  # another process created it between our check and our CREATE
 
 
 def postgres_bin_dir() -> Path:

@@ -54,9 +54,7 @@ def load_records(
             yield StageRecord(doc_key, meta, bytes(body).decode("utf-8", "surrogatepass"))
 
 
-def write_stage(
-    conn: psycopg.Connection, asset_key: str, output: StageOutput, run_id: str
-) -> None:
+def write_stage(conn: psycopg.Connection, asset_key: str, output: StageOutput, run_id: str) -> None:
     """Make the partition's rows exactly `changed` ∪ `kept`, in one transaction."""
     keep = sorted(set(output.changed) | output.kept)
     with conn.transaction():

@@ -1,0 +1,1 @@
+"""Sources: where documents come from, each yielding `SourceDocument`-shaped stage records."""

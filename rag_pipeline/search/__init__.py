@@ -1,0 +1,10 @@
+"""Search over the index: no Dagster here, usable from any Python program.
+
+from rag_pipeline.search import search
+for hit in search("how do I create a locator?", top_k=5):
+    print(hit.title, hit.section_title, hit.score)
+"""
+
+from rag_pipeline.search.engine import Searcher, SearchHit, search
+
+__all__ = ["SearchHit", "Searcher", "search"]

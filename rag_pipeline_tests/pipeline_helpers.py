@@ -1,0 +1,37 @@
+"""Running the real files job in process, for tests."""
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from rag_pipeline.chain import FORCE_TAG
+from rag_pipeline.core.sources.files import partition_key_for
+from rag_pipeline.definitions import defs
+
+
+def ingest(
+    folder: Path | str, instance: dg.DagsterInstance, *, force: bool = False
+) -> dict[str, Any]:
+    """Run files_ingest_job for a folder; return the embeddings materialization's metadata."""
+    key = partition_key_for(folder)
+    if not instance.has_dynamic_partition("files_folders", key):
+        instance.add_dynamic_partitions("files_folders", [key])
+    job = defs().resolve_job_def("files_ingest_job")
+    result = job.execute_in_process(
+        instance=instance, partition_key=key, tags={FORCE_TAG: "true"} if force else {}
+    )
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("files_embeddings")
+    return {name: value.value for name, value in materialization.metadata.items()}
+
+
+def write(folder: Path, name: str, text: str | bytes) -> Path:
+    """Create or replace a file below `folder`."""
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
