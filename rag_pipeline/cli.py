@@ -109,7 +109,6 @@ def dagster_home(settings: Settings) -> Path:
 
 
 def _run_job(settings: Settings, source: str, partition_key: str, *, force: bool) -> dict[str, Any]:
-    import dagster as dg
 
     from rag_pipeline.chain import FORCE_TAG
     from rag_pipeline.definitions import defs

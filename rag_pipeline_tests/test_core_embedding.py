@@ -39,8 +39,10 @@ def test_passages_keep_input_order_despite_length_sorting(embedder: Embedder) ->
 def test_query_is_closer_to_its_topic(embedder: Embedder) -> None:
     query = embedder.embed_query("How do I define storage bins in a warehouse?")
     passages = embedder.embed_passages(
-        ["A locator is a bin in a warehouse, identified by aisle, bin and level.",
-         "The payment allocation form matches payments to invoices."]
+        [
+            "A locator is a bin in a warehouse, identified by aisle, bin and level.",
+            "The payment allocation form matches payments to invoices.",
+        ]
     )
     assert float(query @ passages[0]) > float(query @ passages[1]) + 0.1
 
@@ -56,7 +58,9 @@ def test_unknown_model_is_not_downloaded(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingModelError, match="RAG_EMBEDDING_ALLOW_DOWNLOAD"):
         Embedder(ModelSpec("BAAI/bge-small-en-v1.5"), models_dir=tmp_path)
     # Nothing was fetched into the cache folder.
-    cached = list((tmp_path / "fastembed").rglob("*.onnx")) if (tmp_path / "fastembed").exists() else []
+    cached = (
+        list((tmp_path / "fastembed").rglob("*.onnx")) if (tmp_path / "fastembed").exists() else []
+    )
     assert cached == []
 
 

@@ -87,7 +87,9 @@ def assemble_bundled_model(models_dir: Path) -> Path:
     verify_sha256(onnx, BUNDLED_ONNX_SHA256)
     target = models_dir / BUNDLED_MODEL_ID
     target.mkdir(parents=True, exist_ok=True)
-    wanted = {"model.onnx": onnx} | {name: _BUNDLED_TOKENIZER_DIR / name for name in _TOKENIZER_FILES}
+    wanted = {"model.onnx": onnx} | {
+        name: _BUNDLED_TOKENIZER_DIR / name for name in _TOKENIZER_FILES
+    }
     for name, source in wanted.items():
         link = target / name
         if link.is_symlink() and Path(os.readlink(link)) == source:
@@ -163,7 +165,7 @@ class Embedder:
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         probe = next(iter(self._model.passage_embed(["dimension probe"])))
-        self.dimension = int(len(probe))
+        self.dimension = len(probe)
 
     def count_tokens(self, text: str) -> int:
         """Model tokens of `text`, special tokens included, never truncated."""

@@ -69,10 +69,10 @@ class StageIOManager(dg.ConfigurableIOManager):
                 partition_key=partition_key,
                 failures=obj.failed,
             )
-        context.add_output_metadata(
-            {PARTITION_ROW_COUNT: len(obj.changed) + len(obj.kept)}
-        )
+        context.add_output_metadata({PARTITION_ROW_COUNT: len(obj.changed) + len(obj.kept)})
 
     def load_input(self, context: dg.InputContext) -> StageView:
         """A lazy view of the upstream stage's partition."""
-        return StageView(self.vectordb, context.asset_key.to_user_string(), single_partition(context))
+        return StageView(
+            self.vectordb, context.asset_key.to_user_string(), single_partition(context)
+        )

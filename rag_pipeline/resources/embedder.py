@@ -7,6 +7,7 @@ from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.runtime import load_embedder
 from rag_pipeline.settings import Settings, load_settings
 
+
 class EmbedderResource(dg.ConfigurableResource):
     """fastembed over the configured model (default: the bundled int8 all-MiniLM-L6-v2).
 

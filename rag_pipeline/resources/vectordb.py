@@ -11,6 +11,7 @@ from rag_pipeline.runtime import ready_conninfo
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.connection import connect
 
+
 class VectorDBResource(dg.ConfigurableResource):
     """PostgreSQL + pgvector holding the index, stage rows and the embedding cache.
 

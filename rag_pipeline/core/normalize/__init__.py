@@ -1,1 +1,77 @@
-"""Every source format to one canonical CommonMark/GFM style (seed ADR-040)."""
+"""Every source format to one canonical CommonMark/GFM style (seed ADR-040).
+
+Each format is converted to Markdown by its own module (`editorjs`, `html`, `text`; Markdown
+is already Markdown), and everything then goes through the same canonical re-emit
+(`markdown.canonicalize`). That last shared step is what makes one article written in
+Editor.js, GFM or HTML come out byte-identical.
+"""
+
+from typing import Any
+
+from rag_pipeline.core.models import SourceFormat
+from rag_pipeline.core.normalize.document import MarkdownDocument, NormalizationError
+from rag_pipeline.core.normalize.editorjs import editorjs_to_tree
+from rag_pipeline.core.normalize.html import convert_tree, html_to_markdown, prepare_tree
+from rag_pipeline.core.normalize.markdown import canonicalize, split_front_matter
+from rag_pipeline.core.normalize.text import text_to_markdown
+
+__all__ = [
+    "MarkdownDocument",
+    "NormalizationError",
+    "SourceFormat",
+    "to_markdown",
+]
+
+
+def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocument:
+    metadata: dict[str, Any]
+    if fmt is SourceFormat.EDITORJS:
+        tree, metadata = editorjs_to_tree(body)
+        prepare_tree(tree)
+        return MarkdownDocument(canonicalize(convert_tree(tree), base_url=base_url), metadata)
+    if fmt is SourceFormat.HTML:
+        raw, metadata = html_to_markdown(body)
+        return MarkdownDocument(canonicalize(raw, base_url=base_url), metadata)
+    if fmt is SourceFormat.TEXT:
+        return MarkdownDocument(canonicalize(text_to_markdown(body)), {})
+    front_matter, rest = split_front_matter(body)
+    markdown = canonicalize(rest, base_url=base_url)
+    if front_matter:
+        markdown = f"{front_matter}\n\n{markdown}" if markdown else f"{front_matter}\n"
+    return MarkdownDocument(markdown, {"front_matter": bool(front_matter)})
+
+
+def to_markdown(body: str, fmt: SourceFormat, *, base_url: str | None = None) -> MarkdownDocument:
+    """Convert a document body to canonical GFM.
+
+    Args:
+        body: The document in `fmt`: Editor.js saved-data JSON, HTML (a page or a fragment,
+            e.g. MediaWiki `action=parse` output), GFM, or plain text.
+        fmt: The format of `body`.
+        base_url: The address the document was published at; relative link and image
+            targets are resolved against it (left as they are when None).
+
+    Returns:
+        The canonical Markdown (ending with one newline, "" when there is no content) and
+        JSON-serialisable metadata about the conversion.
+
+    Raises:
+        NormalizationError: The body is malformed (invalid Editor.js JSON, a block without a
+            type …) or the format is unknown; the message says what to fix.
+    """
+    if not isinstance(body, str):
+        raise NormalizationError(f"document body must be text, got {type(body).__name__}")
+    try:
+        source_format = SourceFormat(fmt)
+    except ValueError as error:
+        known = ", ".join(f.value for f in SourceFormat)
+        raise NormalizationError(
+            f"unknown source format {fmt!r}; expected one of {known}"
+        ) from error
+    try:
+        return _convert(body, source_format, base_url)
+    except RecursionError as error:
+        # Converters and the Markdown parser recurse per nesting level of the document.
+        raise NormalizationError(
+            f"{source_format.value} document is nested too deeply to be converted"
+        ) from error
