@@ -1,0 +1,430 @@
+"""HTML tree → Markdown: markdownify, extended where GFM needs more than it gives.
+
+markdownify does the inline work (emphasis, links, escaping of text) and the lists; this
+subclass adds what a knowledge base needs and markdownify lacks or gets wrong for us:
+
+- `<pre>` as a fenced block whose content is byte-identical, with the language taken from
+  the classes GitHub, highlight.js and MediaWiki use;
+- tables laid out on a grid (colspan and rowspan become empty cells, ragged rows are padded,
+  a header row is made up when the table has none, pipes are escaped, cell alignment kept);
+  a table inside a cell is flattened to text, a one-cell layout table to its content;
+- task-list checkboxes as `[x]`, definition lists as a bold term and its definition;
+- link targets that survive Markdown (no spaces), and no link titles (tooltips, and MediaWiki
+  repeats the page title in every one of them).
+"""
+
+from bs4 import Tag
+from markdownify import ATX, SPACES, MarkdownConverter, chomp
+
+from rag_pipeline.core.normalize.inline import (
+    code_fence,
+    code_span,
+    collapse_whitespace,
+    escape_table_pipes,
+    preformatted_text,
+)
+
+_INLINE = "_inline"
+_NOFORMAT = "_noformat"
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_MAX_SPAN = 64  # a colspan/rowspan beyond this is a typo or an attack, not a layout
+_LANGUAGE_CLASS_PREFIXES = ("language-", "lang-", "mw-highlight-lang-", "highlight-source-")
+_LANGUAGE_ATTRIBUTES = ("data-lang", "data-language")
+# On these (unrendered MediaWiki tags) `lang` names the code's language, elsewhere a human one.
+_CODE_TAGS_WITH_LANG = frozenset({"syntaxhighlight", "source"})
+_LINK_SCHEMES_DROPPED = ("javascript:", "vbscript:", "data:")
+
+
+def attribute(element: Tag, name: str) -> str:
+    """An attribute as one string ("" when absent); multi-valued ones (class) joined by spaces."""
+    value = element.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return " ".join(value)
+
+
+def _is_language(candidate: str) -> bool:
+    return bool(candidate) and all(c.isalnum() or c in "+#._-" for c in candidate)
+
+
+def code_language(pre: Tag) -> str:
+    """The language of a code block, from the element, its `<code>` child or its wrappers.
+
+    Recognises `language-x` / `lang-x` (GitHub, highlight.js, Prism), `mw-highlight-lang-x`
+    (MediaWiki SyntaxHighlight), `highlight-source-x` (GitHub wrappers), `brush: x`
+    (SyntaxHighlighter) and the `lang=` attribute of an unrendered `<syntaxhighlight>`.
+    """
+    candidates: list[Tag] = [pre]
+    code = pre.find("code", recursive=False)
+    if isinstance(code, Tag):
+        candidates.append(code)
+    parent = pre.parent
+    for _ in range(2):
+        if not isinstance(parent, Tag):
+            break
+        candidates.append(parent)
+        parent = parent.parent
+    for element in candidates:
+        names = _LANGUAGE_ATTRIBUTES
+        if element.name in _CODE_TAGS_WITH_LANG:
+            names = ("lang", *names)
+        for name in names:
+            value = attribute(element, name).strip().lower()
+            if _is_language(value):
+                return value
+        classes = attribute(element, "class").split()
+        for index, css_class in enumerate(classes):
+            for prefix in _LANGUAGE_CLASS_PREFIXES:
+                if css_class.startswith(prefix) and _is_language(css_class[len(prefix) :]):
+                    return css_class[len(prefix) :].lower()
+            if css_class == "brush:" and index + 1 < len(classes):
+                value = classes[index + 1].rstrip(";").lower()
+                if _is_language(value):
+                    return value
+    return ""
+
+
+def _span(cell: Tag, name: str) -> int:
+    value = attribute(cell, name).strip()
+    if not value.isdigit():
+        return 1
+    return max(1, min(_MAX_SPAN, int(value)))
+
+
+def _alignment(cell: Tag) -> str:
+    align = attribute(cell, "align").strip().lower()
+    for declaration in attribute(cell, "style").split(";"):
+        prop, _, value = declaration.partition(":")
+        if prop.strip().lower() == "text-align":
+            align = value.strip().lower()
+    return align if align in ("left", "right", "center") else ""
+
+
+_DELIMITERS = {"": "---", "left": ":--", "right": "--:", "center": ":-:"}
+
+
+def _table_rows(table: Tag) -> list[tuple[Tag, bool]]:
+    """The table's own rows (not those of nested tables), each with "is in `<thead>`"."""
+    rows: list[tuple[Tag, bool]] = []
+    for child in table.children:
+        if not isinstance(child, Tag):
+            continue
+        if child.name == "tr":
+            rows.append((child, False))
+        elif child.name in ("thead", "tbody", "tfoot"):
+            rows.extend(
+                (tr, child.name == "thead")
+                for tr in child.children
+                if isinstance(tr, Tag) and tr.name == "tr"
+            )
+    return rows
+
+
+def _cells(row: Tag) -> list[Tag]:
+    return [c for c in row.children if isinstance(c, Tag) and c.name in ("td", "th")]
+
+
+def _follows_same_list(element: Tag) -> bool:
+    """Whether an odd number of lists of the same kind directly precede `element`."""
+    count = 0
+    sibling = element.previous_sibling
+    while sibling is not None:
+        if isinstance(sibling, Tag):
+            if sibling.name != element.name:
+                break
+            count += 1
+        elif str(sibling).strip():
+            break
+        sibling = sibling.previous_sibling
+    return count % 2 == 1
+
+
+def _link_destination(href: str) -> str:
+    """A link target that stays one Markdown token: no whitespace, no angle brackets."""
+    out: list[str] = []
+    for char in href:
+        if char.isspace() or char in "<>":
+            out.append(f"%{ord(char):02X}" if ord(char) < 128 else char)
+        else:
+            out.append(char)
+    destination = "".join(out)
+    if destination.count("(") != destination.count(")"):
+        destination = destination.replace("(", "%28").replace(")", "%29")
+    return destination
+
+
+def _is_autolink_target(href: str) -> bool:
+    """Whether `<href>` is a CommonMark autolink (an absolute URI), not an HTML tag."""
+    scheme, colon, rest = href.partition(":")
+    return (
+        bool(colon and rest)
+        and 2 <= len(scheme) <= 32
+        and scheme[0].isascii()
+        and scheme[0].isalpha()
+        and all(c.isascii() and (c.isalnum() or c in "+.-") for c in scheme)
+        and not any(c.isspace() or c in "<>" or ord(c) < 32 for c in href)
+    )
+
+
+class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
+    """markdownify configured for canonical GFM, plus the conversions listed in the module doc."""
+
+    def __init__(self) -> None:
+        """Configure markdownify: ATX headings, `-` bullets, every special character escaped."""
+        super().__init__(
+            heading_style=ATX,
+            bullets="-",
+            # Escape everything that could be Markdown: the canonical re-emit removes the
+            # escapes that turn out unnecessary, but it cannot restore a lost one.
+            escape_misc=True,
+            escape_asterisks=True,
+            escape_underscores=True,
+            strong_em_symbol="*",
+            newline_style=SPACES,
+            autolinks=True,
+            # HTML collapses whitespace; wrap=True with no width makes markdownify do the same
+            # instead of keeping source newlines inside paragraphs (which could start a list).
+            wrap=True,
+            wrap_width=None,
+        )
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def process_tag(self, node: Tag, parent_tags: set[str] | None = None) -> str:
+        """Convert one element; `<pre>` and `<table>` are laid out here, not by markdownify."""
+        tags: set[str] = set() if parent_tags is None else parent_tags
+        if node.name in ("pre", "syntaxhighlight"):
+            return self._convert_pre(node, tags)
+        if node.name == "table":
+            return self._convert_table(node, tags)
+        result: str = super().process_tag(node, parent_tags=tags)
+        return result
+
+    # -- code -----------------------------------------------------------------------------
+
+    def _convert_pre(self, node: Tag, tags: set[str]) -> str:
+        code = preformatted_text(node)
+        if _NOFORMAT in tags:
+            return code
+        if _INLINE in tags:
+            return " " + code_span(collapse_whitespace(code)) + " "
+        return code_fence(code, code_language(node))
+
+    def convert_code(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """Inline code; its whitespace collapses as the browser collapses it."""
+        if _NOFORMAT in parent_tags:
+            return text
+        prefix, suffix, _ = chomp(text)
+        span = code_span(collapse_whitespace(text))
+        return prefix + span + suffix if span else ""
+
+    convert_kbd = convert_code
+    convert_samp = convert_code
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def _cell_markdown(self, cell: Tag, tags: set[str]) -> str:
+        # process_tag marks the cell's children as inline; convert_td/th return their text.
+        text: str = super().process_tag(cell, parent_tags=tags)
+        return escape_table_pipes(collapse_whitespace(text))
+
+    def _table_grid(self, rows: list[tuple[Tag, bool]], tags: set[str]) -> list[list[str]]:
+        grid: list[list[str]] = []
+        spanned: dict[int, int] = {}  # column -> rows still covered by a rowspan from above
+        for row, _ in rows:
+            out: list[str] = []
+            for cell in [*_cells(row), None]:
+                # Columns still covered by a cell of an earlier row get an empty cell here.
+                while spanned.get(len(out), 0) > 0:
+                    spanned[len(out)] -= 1
+                    out.append("")
+                if cell is None:
+                    break
+                text = self._cell_markdown(cell, tags)
+                rowspan = _span(cell, "rowspan")
+                for offset in range(_span(cell, "colspan")):
+                    if rowspan > 1:
+                        spanned[len(out)] = rowspan - 1
+                    out.append("" if offset else text)
+            for later in [c for c, left in spanned.items() if c > len(out) and left > 0]:
+                spanned[later] -= 1
+            grid.append(out)
+        return grid
+
+    def _convert_table(self, node: Tag, tags: set[str]) -> str:
+        rows = _table_rows(node)
+        if not rows or not any(_cells(row) for row, _ in rows):
+            # Not a real table (or an empty one): keep whatever text it has.
+            return self._convert_as_block(node, tags)
+        if len(rows) == 1 and len(_cells(rows[0][0])) == 1:
+            # A one-cell table is layout, not data: its content keeps its block structure.
+            return self._convert_as_block(_cells(rows[0][0])[0], tags)
+        grid = self._table_grid(rows, tags)
+        if _INLINE in tags:
+            # GFM cells hold one line: a table inside a cell (or a heading) becomes text.
+            lines = (", ".join(cell for cell in row if cell) for row in grid)
+            return " " + "; ".join(line for line in lines if line) + " "
+        width = max(len(row) for row in grid)
+        grid = [row + [""] * (width - len(row)) for row in grid]
+        first_row, first_in_thead = rows[0]
+        first_cells = _cells(first_row)
+        if first_in_thead or all(cell.name == "th" for cell in first_cells):
+            header, body = grid[0], grid[1:]
+        else:
+            header, body = [""] * width, grid
+        aligns: list[str] = []
+        for cell in first_cells:
+            aligns.extend([_alignment(cell)] * _span(cell, "colspan"))
+        aligns = (aligns + [""] * width)[:width]
+        lines = ["| " + " | ".join(header) + " |"]
+        lines.append("| " + " | ".join(_DELIMITERS[a] for a in aligns) + " |")
+        lines.extend("| " + " | ".join(row) + " |" for row in body)
+        caption = node.find("caption", recursive=False)
+        caption_text = ""
+        if isinstance(caption, Tag):
+            caption_text = collapse_whitespace(super().process_tag(caption, parent_tags=tags))
+        before = f"\n\n{caption_text}\n\n" if caption_text else "\n\n"
+        return before + "\n".join(lines) + "\n\n"
+
+    def _convert_as_block(self, node: Tag, tags: set[str]) -> str:
+        # markdownify decides inline-ness by tag name; a <div> is converted as a block.
+        node.name = "div"
+        return self.process_tag(node, tags)
+
+    def convert_td(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A cell's content; the row and table layout is `_convert_table`'s job.
+
+        The spaces keep a stray cell (one outside any table) from gluing onto its neighbours.
+        """
+        return f" {text} "
+
+    convert_th = convert_td
+
+    def convert_caption(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A table caption's text; `_convert_table` places it above the table."""
+        return collapse_whitespace(text)
+
+    # -- links and images -----------------------------------------------------------------
+
+    def convert_a(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A link without title; dangerous schemes and empty targets keep only the text."""
+        if _NOFORMAT in parent_tags:
+            return text
+        prefix, suffix, text = chomp(text)
+        if not text:
+            return ""
+        href = attribute(el, "href").strip()
+        if not href or href.lower().startswith(_LINK_SCHEMES_DROPPED):
+            return prefix + text + suffix
+        if el.get_text().strip() == href and _is_autolink_target(href):
+            return f"{prefix}<{href}>{suffix}"
+        return f"{prefix}[{text}]({_link_destination(href)}){suffix}"
+
+    def convert_img(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """`![alt](src)`; only the alt text where Markdown allows no image (headings, code)."""
+        alt = collapse_whitespace(attribute(el, "alt"))
+        src = attribute(el, "src").strip()
+        if _NOFORMAT in parent_tags:
+            return alt
+        escaped_alt: str = self.escape(alt, parent_tags)
+        if not src or src.lower().startswith("data:") or parent_tags & _HEADINGS:
+            return escaped_alt
+        return f"![{escaped_alt}]({_link_destination(src)})"
+
+    def convert_iframe(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """An embedded page (video, map) as a link to it."""
+        src = attribute(el, "src").strip()
+        if not _is_autolink_target(src) or not src.lower().startswith(("http:", "https:")):
+            return ""
+        return f" <{src}> " if _INLINE in parent_tags else f"\n\n<{src}>\n\n"
+
+    def convert__document_(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """The whole document; whitespace around it is never content."""
+        return text.strip()
+
+    # -- lists ----------------------------------------------------------------------------
+
+    def convert_input(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A checkbox becomes a GFM task marker; other form controls carry no content."""
+        if attribute(el, "type").lower() != "checkbox":
+            return ""
+        return "[x] " if el.has_attr("checked") else "[ ] "
+
+    def convert_li(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A list item; inside a table cell or heading, an item of a `;`-separated run."""
+        text = text.strip()
+        if _INLINE in parent_tags:
+            return f" {text};" if text else ""
+        if not text:
+            return "\n"
+        parent = el.parent
+        # Two lists in a row merge into one in Markdown unless their markers differ.
+        alternate = isinstance(parent, Tag) and _follows_same_list(parent)
+        if isinstance(parent, Tag) and parent.name == "ol":
+            start_value = attribute(parent, "start").strip()
+            start = int(start_value) if start_value.isdigit() else 1
+            position = len(el.find_previous_siblings("li"))
+            marker = f"{start + position}{')' if alternate else '.'} "
+        else:
+            marker = "* " if alternate else "- "
+        indent = " " * len(marker)
+        lines = text.split("\n")
+        rest = [indent + line if line else "" for line in lines[1:]]
+        return "\n".join([marker + lines[0], *rest]) + "\n"
+
+    def convert_list(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A list; inline it is a `;`-separated run of its items."""
+        if _INLINE in parent_tags:
+            return " " + text.strip().rstrip(";") + " "
+        result: str = super().convert_list(el, text, parent_tags)
+        return result
+
+    convert_ul = convert_list
+    convert_ol = convert_list
+
+    def convert_dt(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A definition term: a bold line of its own (GFM has no definition lists)."""
+        text = collapse_whitespace(text)
+        if _INLINE in parent_tags:
+            return f" {text} "
+        if not text:
+            return ""
+        return f"\n\n**{text}**\n\n" if "**" not in text else f"\n\n{text}\n\n"
+
+    def convert_dd(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A definition: its content as ordinary blocks."""
+        text = text.strip()
+        if _INLINE in parent_tags:
+            return f" {text} "
+        return f"\n\n{text}\n\n" if text else ""
+
+    # -- odds and ends --------------------------------------------------------------------
+
+    def convert_br(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A hard line break; a space where Markdown has no line breaks (cells, headings)."""
+        if _INLINE in parent_tags or parent_tags & _HEADINGS:
+            return " "
+        result: str = super().convert_br(el, text, parent_tags)
+        return result
+
+    def convert_hr(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A thematic break (nothing inside a table cell)."""
+        return " " if _INLINE in parent_tags else "\n\n---\n\n"
+
+    def convert_summary(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """The visible title of a `<details>` element, as a paragraph of its own."""
+        text = text.strip()
+        if _INLINE in parent_tags:
+            return f" {text} "
+        return f"\n\n{text}\n\n" if text else ""
+
+    def convert_details(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """The content of a `<details>` element as ordinary blocks."""
+        result: str = self.convert_div(el, text, parent_tags)
+        return result
+
+    def convert_tr(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        """A row outside any table (broken HTML): its cells as a paragraph."""
+        return f"\n\n{text.strip()}\n\n"

@@ -1,0 +1,23 @@
+"""The result and error types of normalization (re-exported by the package)."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class NormalizationError(ValueError):
+    """Raised for malformed input; str(e) is a reason a person can act on."""
+
+
+@dataclass(frozen=True)
+class MarkdownDocument:
+    """One document in canonical GFM.
+
+    Attributes:
+        markdown: Canonical GFM that ends with exactly one newline ("" for an empty document).
+        metadata: JSON-serialisable facts about the conversion, e.g. the Editor.js block types
+            that were not recognised (`unknown_block_types`) and how often each block type
+            occurred (`block_counts`).
+    """
+
+    markdown: str
+    metadata: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,201 @@
+"""HTML, including MediaWiki `action=parse` output, → Markdown.
+
+The tree is cleaned first (page chrome and MediaWiki furniture removed, math turned into its
+TeX source), then converted by `HtmlToMarkdown`. Editor.js documents are built as a tree of the
+same kind and go through the same two steps, so both formats share one set of rules.
+"""
+
+import functools
+from typing import Any
+
+from bs4 import BeautifulSoup, Tag
+
+from rag_pipeline.core.normalize.converter import HtmlToMarkdown, attribute
+from rag_pipeline.core.normalize.inline import parse_html
+
+# Elements that are never content: page furniture, scripts and interactive controls.
+_DROPPED_TAGS = (
+    "script",
+    "style",
+    "nav",
+    "footer",
+    "form",
+    "noscript",
+    "template",
+    "head",
+    "title",
+    "meta",
+    "link",
+    "button",
+    "select",
+    "textarea",
+    "object",
+    "embed",
+    "canvas",
+    "svg",
+)
+
+# MediaWiki furniture. Not every `mw-` class is chrome: `mw-parser-output` wraps the page,
+# `mw-headline` is heading text, `mw-highlight` is code; so the list is explicit.
+_CHROME_SELECTOR = ", ".join(
+    (
+        ".mw-editsection",
+        "#toc",
+        ".toc",
+        ".navbox",
+        ".navbox-styles",
+        ".vertical-navbox",
+        ".mw-jump-link",
+        "#jump-to-nav",
+        ".printfooter",
+        ".catlinks",
+        "#catlinks",
+        ".mw-hidden-catlinks",
+        "#siteSub",
+        "#contentSub",
+        ".mw-indicators",
+        "sup.reference",
+        ".mw-cite-backlink",
+        ".mw-empty-elt",
+        ".noprint",
+        ".magnify",
+        # The skin around the content when a whole page is fetched rather than parsed.
+        "#mw-navigation",
+        "#mw-head",
+        "#mw-panel",
+        "#footer",
+        ".mw-footer",
+        ".vector-menu",
+        # ARIA landmarks of page furniture, whatever the element.
+        "[role=navigation]",
+        "[role=banner]",
+        "[role=contentinfo]",
+        "[role=search]",
+    )
+)
+
+# Containers markdownify does not know as blocks: the whitespace around their children would
+# pile up into an indentation that reads as a code block. As <div>s they are blocks.
+_BLOCK_CONTAINERS = (
+    "html",
+    "body",
+    "main",
+    "header",
+    "aside",
+    "figure",
+    "address",
+    "hgroup",
+    "center",
+    "fieldset",
+    "search",
+)
+
+# Links that only wrap an image (MediaWiki links every image to its file page).
+_IMAGE_LINK_CLASSES = frozenset({"image", "mw-file-description"})
+
+
+@functools.cache
+def _converter() -> HtmlToMarkdown:
+    return HtmlToMarkdown()
+
+
+def _is_hidden(element: Tag) -> bool:
+    if element.has_attr("hidden"):
+        return True
+    for declaration in attribute(element, "style").split(";"):
+        prop, _, value = declaration.partition(":")
+        if prop.strip().lower() == "display" and value.strip().lower().startswith("none"):
+            return True
+    return False
+
+
+def _tex_of(element: Tag) -> str:
+    annotation = element.find("annotation", attrs={"encoding": "application/x-tex"})
+    tex = annotation.get_text() if isinstance(annotation, Tag) else ""
+    if not tex.strip():
+        math = element if element.name == "math" else element.find("math")
+        if isinstance(math, Tag):
+            tex = attribute(math, "alttext")
+    if not tex.strip():
+        image = element.find("img")
+        if isinstance(image, Tag):
+            tex = attribute(image, "alt")
+    tex = " ".join(tex.split())
+    # MediaWiki wraps every formula in `{\displaystyle ...}`, which says nothing about it.
+    wrapper = "{\\displaystyle"
+    if tex.startswith(wrapper) and tex.endswith("}"):
+        tex = tex[len(wrapper) : -1].strip()
+    return tex
+
+
+def _replace_math(soup: BeautifulSoup) -> None:
+    """Replace formulas by their TeX source as inline code (their MathML is hidden markup)."""
+    for element in soup.select(".mwe-math-element, math"):
+        if element.decomposed or element.parent is None:
+            continue
+        tex = _tex_of(element)
+        if not tex:
+            element.decompose()
+            continue
+        code = soup.new_tag("code")
+        code.string = tex
+        element.replace_with(code)
+
+
+def prepare_tree(soup: BeautifulSoup) -> dict[str, Any]:
+    """Clean an HTML tree in place for conversion.
+
+    Args:
+        soup: The parsed document or fragment.
+
+    Returns:
+        Metadata: the page `title` (when the document has one) and how many elements were
+        removed as chrome (`removed_elements`).
+    """
+    metadata: dict[str, Any] = {}
+    title = soup.find("title")
+    if isinstance(title, Tag) and title.get_text().strip():
+        metadata["title"] = " ".join(title.get_text().split())
+    _replace_math(soup)
+    removed = 0
+    doomed: list[Tag] = [*soup.find_all(_DROPPED_TAGS), *soup.select(_CHROME_SELECTOR)]
+    doomed.extend(el for el in soup.find_all(True) if _is_hidden(el))
+    # A <header> of the page holds the site name and menus; one inside an article, its title.
+    doomed.extend(el for el in soup.find_all("header") if not el.find_parent(("article", "main")))
+    for element in doomed:
+        if not element.decomposed:
+            element.decompose()
+            removed += 1
+    for link in soup.find_all("a"):
+        href = attribute(link, "href")
+        classes = set(attribute(link, "class").split())
+        # A red link points at an edit form for a page that does not exist; an image link
+        # points at the image's file page. Both keep their content and lose the link.
+        is_red_link = "new" in classes and "redlink=1" in href
+        is_image_link = bool(classes & _IMAGE_LINK_CLASSES) and link.find("img") is not None
+        if is_red_link or is_image_link:
+            link.unwrap()
+    for container in soup.find_all(_BLOCK_CONTAINERS):
+        container.name = "div"
+    metadata["removed_elements"] = removed
+    return metadata
+
+
+def convert_tree(soup: BeautifulSoup) -> str:
+    """Convert a prepared tree to (not yet canonical) Markdown."""
+    markdown: str = _converter().convert_soup(soup)
+    return markdown
+
+
+def html_to_markdown(html: str) -> tuple[str, dict[str, Any]]:
+    """Convert an HTML document or fragment to (not yet canonical) Markdown.
+
+    Args:
+        html: The HTML; malformed markup is parsed as browsers would, never rejected.
+
+    Returns:
+        The Markdown and the metadata of `prepare_tree`.
+    """
+    soup = parse_html(html)
+    metadata = prepare_tree(soup)
+    return convert_tree(soup), metadata

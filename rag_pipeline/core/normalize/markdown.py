@@ -1,0 +1,303 @@
+"""Canonical re-emit of CommonMark/GFM: the last step of every converter.
+
+Every format is first turned into *some* Markdown; this module parses it with markdown-it-py
+and renders the token tree again with mdformat (and its GFM plugin) in one fixed style, so two
+documents that mean the same come out byte-identical whatever their source format:
+
+- ATX headings, `-` bullets, `1.` `2.` … numbered lists, `*em*`, `**strong**`;
+- fenced code with backticks (content untouched), unpadded GFM tables, `- [x]` task items;
+- paragraphs on one line (soft line breaks become spaces: no wrapping, no unwrapping
+  differences between an HTML source and a hard-wrapped Markdown file);
+- `___` for a thematic break (`---` would turn a preceding line in a tight list item into a
+  setext heading; mdformat's own 70 underscores cost 70 tokens of the embedding budget);
+- Docusaurus admonitions (`:::tip Title` … `:::`, used by docs.idempiere.org) as a block
+  quote that starts with the bold label: they are not GFM, and left alone their closing
+  `:::` would be glued onto the last paragraph or list item;
+- relative link and image targets resolved against a base URL when one is given.
+"""
+
+import functools
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
+from urllib.parse import urljoin
+
+import mdformat.plugins
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdformat.renderer import MDRenderer, RenderContext, RenderTreeNode
+from mdit_py_plugins.container import container_plugin
+
+_MDFORMAT_OPTIONS: Mapping[str, Any] = {
+    # "no" means: never wrap, and join the lines of a paragraph (see the module docstring).
+    "wrap": "no",
+    "end_of_line": "lf",
+    # Cells padded to the widest one cost a table's worth of spaces per row.
+    "compact_tables": True,
+}
+_THEMATIC_BREAK = "___"
+_ADMONITIONS = ("note", "tip", "info", "warning", "danger", "caution", "important", "success")
+
+
+def _render_children(node: RenderTreeNode, context: RenderContext) -> str:
+    return "".join(child.render(context) for child in node.children)
+
+
+def _render_hr(node: RenderTreeNode, context: RenderContext) -> str:
+    return _THEMATIC_BREAK
+
+
+def _render_em(node: RenderTreeNode, context: RenderContext) -> str:
+    # mdformat keeps the author's marker (`_` or `*`); one style needs one marker.
+    return "*" + _render_children(node, context) + "*"
+
+
+def _render_strong(node: RenderTreeNode, context: RenderContext) -> str:
+    return "**" + _render_children(node, context) + "**"
+
+
+def _plain_text(node: RenderTreeNode) -> str:
+    """The text of an inline subtree as an image's alt attribute shows it (markup dropped)."""
+    if node.type in ("text", "code_inline", "html_inline"):
+        return node.content
+    if node.type in ("softbreak", "hardbreak"):
+        return " "
+    return "".join(_plain_text(child) for child in node.children)
+
+
+# Escaped in an image description: what would otherwise be read as markup or end the label.
+_DESCRIPTION_SPECIALS = frozenset("\\[]*_`<~&")
+
+
+def _render_image(node: RenderTreeNode, context: RenderContext) -> str:
+    # mdformat writes the description without escapes, so an alt text with an unbalanced
+    # bracket or an asterisk reads back differently; escape what the parser would interpret.
+    text = "".join(_plain_text(child) for child in node.children)
+    description = "".join("\\" + c if c in _DESCRIPTION_SPECIALS else c for c in text)
+    label = node.meta.get("label")
+    if label:
+        context.env["used_refs"].add(label)
+        return f"![{description}][{label.lower()}]"
+    source = str(node.attrs.get("src", ""))
+    if not source or any(c in " ()" or ord(c) < 32 or ord(c) == 127 for c in source):
+        source = f"<{source}>"
+    title = node.attrs.get("title")
+    if title is not None:
+        escaped_title = str(title).replace('"', '\\"')
+        return f'![{description}]({source} "{escaped_title}")'
+    return f"![{description}]({source})"
+
+
+def _is_tight(node: RenderTreeNode) -> bool:
+    # A list is tight when the paragraphs of its items are hidden (rendered without <p>).
+    return all(
+        grandchild.hidden
+        for child in node.children
+        for grandchild in child.children
+        if grandchild.type == "paragraph"
+    )
+
+
+def _render_ordered_list(node: RenderTreeNode, context: RenderContext) -> str:
+    # mdformat numbers consecutively only with zero padding ("01.", "02."); we want "1.", "2.".
+    # Two ordered lists in a row need different delimiters, or they would merge into one.
+    delimiter = "."
+    previous = node.previous_sibling
+    while previous is not None and previous.type == "ordered_list":
+        delimiter = ")" if delimiter == "." else "."
+        previous = previous.previous_sibling
+    start = node.attrs.get("start")
+    first = start if isinstance(start, int) else 1
+    separator = "\n" if _is_tight(node) else "\n\n"
+    items: list[str] = []
+    for index, item in enumerate(node.children):
+        marker = f"{first + index}{delimiter}"
+        with context.indented(len(marker) + 1):
+            lines = item.render(context).split("\n")
+        head = f"{marker} {lines[0]}" if lines[0] else marker
+        rest = [" " * (len(marker) + 1) + line if line else "" for line in lines[1:]]
+        items.append("\n".join([head, *rest]))
+    return separator.join(items)
+
+
+def _admonition_kind(params: str) -> str:
+    # `:::tip Title` (Docusaurus 2) and `:::tip[Title]` (Docusaurus 3).
+    return params.strip().split(" ", 1)[0].split("[", 1)[0].lower()
+
+
+def _render_admonition(node: RenderTreeNode, context: RenderContext) -> str:
+    kind = node.type.removeprefix("container_")
+    params = node.info.strip()
+    title = params[len(kind) :].strip()
+    if title.startswith("[") and title.endswith("]"):
+        title = title[1:-1].strip()
+    label = kind.capitalize() + (f": {title}" if title else "")
+    with context.indented(2):
+        body = "\n\n".join(child.render(context) for child in node.children)
+    text = f"**{label}**" + (f"\n\n{body}" if body else "")
+    return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
+
+
+def _escape_admonition_markers(text: str, node: RenderTreeNode, context: RenderContext) -> str:
+    # A paragraph line starting with `:::` would open or close an admonition when read back.
+    return "\n".join("\\" + line if line.startswith(":::") else line for line in text.split("\n"))
+
+
+def _use_admonitions(mdit: MarkdownIt) -> None:
+    for kind in _ADMONITIONS:
+        mdit.use(
+            container_plugin,
+            name=kind,
+            validate=lambda params, *_, kind=kind: _admonition_kind(params) == kind,
+        )
+
+
+class _CanonicalStyle:
+    """An mdformat parser extension (the plugin protocol) holding the house-style renderers."""
+
+    CHANGES_AST = False
+    RENDERERS: Mapping[str, Any] = {
+        "hr": _render_hr,
+        "em": _render_em,
+        "strong": _render_strong,
+        "ordered_list": _render_ordered_list,
+        "image": _render_image,
+        **{f"container_{kind}": _render_admonition for kind in _ADMONITIONS},
+    }
+    POSTPROCESSORS: Mapping[str, Any] = {"paragraph": _escape_admonition_markers}
+
+    @staticmethod
+    def update_mdit(mdit: MarkdownIt) -> None:
+        """Teach the parser Docusaurus admonitions."""
+        _use_admonitions(mdit)
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    # The same set-up as `mdformat.text`, built once: mdformat builds a new parser per call,
+    # which costs more than the rendering of a typical document.
+    mdit = MarkdownIt(renderer_cls=MDRenderer)
+    # The commonmark preset stops at 20 levels of block nesting and drops deeper content
+    # without a word; the "default" preset's 100 loses nothing a real document has.
+    mdit.options["maxNesting"] = 100
+    mdit.options["mdformat"] = dict(_MDFORMAT_OPTIONS)
+    mdit.options["store_labels"] = True
+    mdit.options["parser_extension"] = []
+    mdit.options["codeformatters"] = {}
+    for plugin in (mdformat.plugins.PARSER_EXTENSIONS["gfm"], _CanonicalStyle):
+        if plugin not in mdit.options["parser_extension"]:
+            mdit.options["parser_extension"].append(plugin)
+            plugin.update_mdit(mdit)
+    return mdit
+
+
+def _needs_base(url: str) -> bool:
+    """Whether `url` is relative (no scheme), so that it depends on the page it came from."""
+    if not url or url.startswith("//"):
+        return bool(url)
+    head = url.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    return ":" not in head
+
+
+def _resolve(base_url: str, url: str) -> str:
+    if not _needs_base(url):
+        return url
+    try:
+        return urljoin(base_url, url)
+    except ValueError:  # e.g. a malformed IPv6 host: keep the target as written
+        return url
+
+
+def _resolve_links(tokens: Iterable[Token], env: MutableMapping[str, Any], base_url: str) -> None:
+    for token in tokens:
+        for attr in ("href", "src"):
+            value = token.attrs.get(attr)
+            if isinstance(value, str):
+                token.attrs[attr] = _resolve(base_url, value)
+        if token.children:
+            _resolve_links(token.children, env, base_url)
+
+
+def _resolve_references(env: MutableMapping[str, Any], base_url: str) -> None:
+    # Reference-style links are rendered from their definitions, which live in `env`.
+    for reference in env.get("references", {}).values():
+        href = reference.get("href")
+        if isinstance(href, str):
+            reference["href"] = _resolve(base_url, href)
+
+
+def _prepare_tokens(tokens: Iterable[Token]) -> None:
+    """Adjust the parsed tokens so that the rendering is a fixed point.
+
+    - Soft line breaks become spaces, merged with the text around them: mdformat decides
+      escapes one text token at a time, so `[a` and `b]` on two lines are each escaped as
+      unbalanced, while joined on one line `[a b]` needs no escape; a second run would differ.
+    - Code ends with a newline: an unclosed fence at the very end of a document has none, and
+      mdformat would then glue the closing fence onto the last line of code.
+    """
+    for token in tokens:
+        if token.type in ("fence", "code_block") and token.content[-1:] not in ("", "\n"):
+            token.content += "\n"
+        if token.type != "inline" or not token.children:
+            continue
+        merged: list[Token] = []
+        for child in token.children:
+            if child.type == "softbreak":
+                child = Token("text", "", 0, content=" ")
+            if child.type == "text" and merged and merged[-1].type == "text":
+                merged[-1].content += child.content
+            else:
+                merged.append(child)
+        token.children = merged
+
+
+def _render(markdown: str, base_url: str | None) -> str:
+    mdit = _parser()
+    env: dict[str, Any] = {}
+    tokens = mdit.parse(markdown, env)
+    _prepare_tokens(tokens)
+    if base_url:
+        _resolve_links(tokens, env, base_url)
+        _resolve_references(env, base_url)
+    return mdit.renderer.render(tokens, mdit.options, env)
+
+
+def canonicalize(markdown: str, *, base_url: str | None = None) -> str:
+    """Re-emit Markdown in the house style.
+
+    Args:
+        markdown: Any CommonMark/GFM text.
+        base_url: When given, relative link and image targets are resolved against it.
+
+    Returns:
+        The canonical Markdown, ending with exactly one newline, or "" if it has no content.
+    """
+    rendered = _render(markdown, base_url).strip("\n")
+    return rendered + "\n" if rendered.strip() else ""
+
+
+def split_front_matter(markdown: str) -> tuple[str, str]:
+    """Split a leading YAML front-matter block off a Markdown text.
+
+    Front matter is the caller's business; a block that reaches us is kept verbatim rather
+    than parsed as a thematic break followed by a setext heading.
+
+    Args:
+        markdown: Markdown text that may start with a `---` ... `---` YAML block.
+
+    Returns:
+        `(front_matter, rest)`: the block including its fences ("" when there is none) and the
+        remaining text.
+    """
+    lines = markdown.split("\n")
+    if lines[0].rstrip() != "---":
+        return "", markdown
+    for index in range(1, len(lines)):
+        if lines[index].rstrip() in ("---", "..."):
+            inner = [line for line in lines[1:index] if line.strip()]
+            # A YAML mapping starts with `key:` (or a comment); anything else is a thematic
+            # break that happens to open the document.
+            first = inner[0].lstrip() if inner else ""
+            if not first or not (first.startswith("#") or ":" in first):
+                return "", markdown
+            return "\n".join(lines[: index + 1]), "\n".join(lines[index + 1 :])
+    return "", markdown
