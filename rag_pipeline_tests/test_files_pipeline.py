@@ -235,3 +235,18 @@ def test_search_returns_parent_sections_with_metadata(
     assert searcher.search("aisle", source_types=["wiki"]) == []
     assert searcher.search("aisle", languages=["hu"]) == []
     assert searcher.search("aisle", languages=["en"])
+
+
+def test_one_long_section_does_not_crowd_out_other_hits(
+    rag_env: Settings, tmp_path: Path, instance: dg.DagsterInstance, embedder: Embedder
+) -> None:
+    folder = tmp_path / "crowded"
+    # ~150 near-identical chunks in one section are all nearer than any other section.
+    write(folder, "long.md", "# Locators\n\n" + "Locators hold stock in a warehouse. " * 3000)
+    for name in ("aisles", "bins", "levels"):
+        write(folder, f"{name}.md", f"# {name}\n\nLocator {name} are coordinates in a warehouse.")
+    ingest(folder, instance)
+    hits = Searcher(rag_env, embedder=embedder).search("locators hold stock", top_k=4)
+    assert len(hits) == 4
+    assert len({h.section_id for h in hits}) == 4
+    assert hits[0].source_id == "long.md"

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
+import psycopg
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.runtime import load_embedder, ready_conninfo
@@ -13,8 +14,10 @@ from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.connection import connect
 
 Expand = Literal["parent", "chunk"]
-# Several chunks of one section collapse into one hit, so fetch more chunks than hits.
+# Several chunks of one section collapse into one hit, so fetch more chunks than hits; when a
+# few long sections hold most of the nearest chunks, widen the pool until there are enough.
 _CANDIDATES_PER_HIT = 4
+_MAX_CANDIDATES = 4000
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,16 @@ LIMIT %(top_k)s
 class Searcher:
     """A database and a model, ready to answer queries (reuse it: loading costs ~0.5 s)."""
 
-    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None):
-        """Connect lazily to the configured database; load the configured model if not given."""
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        conninfo: str | None = None,
+    ):
+        """Use the configured database (or `conninfo`) and model (or `embedder`)."""
         self.settings = settings or load_settings()
-        self.conninfo = ready_conninfo(self.settings)
+        self.conninfo = conninfo or ready_conninfo(self.settings)
         self.embedder = embedder or load_embedder(self.settings)
 
     def search(
@@ -92,22 +101,28 @@ class Searcher:
         vector = self.embedder.embed_query(query).astype(np.float32)
         candidates = top_k * _CANDIDATES_PER_HIT
         with connect(self.conninfo) as conn:
-            # ef_search bounds how many candidates HNSW returns; iterative scans keep a
-            # filtered query from coming back short (pgvector >= 0.8).
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(candidates, 1000))}")
+            # Iterative scans keep a filtered HNSW query from coming back short (pgvector 0.8).
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(
-                _SQL,
-                {
-                    "query": vector,
-                    "source_types": list(source_types) if source_types else None,
-                    "languages": list(languages) if languages else None,
-                    "candidates": candidates,
-                    "with_parent": expand == "parent",
-                    "min_score": min_score,
-                    "top_k": top_k,
-                },
-            ).fetchall()
+            while True:
+                # ef_search bounds how many candidates one HNSW scan returns.
+                conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(candidates, 1000))}")
+                rows = conn.execute(
+                    _SQL,
+                    {
+                        "query": vector,
+                        "source_types": list(source_types) if source_types else None,
+                        "languages": list(languages) if languages else None,
+                        "candidates": candidates,
+                        "with_parent": expand == "parent",
+                        "min_score": min_score,
+                        "top_k": top_k,
+                    },
+                ).fetchall()
+                if len(rows) >= top_k or candidates >= _MAX_CANDIDATES:
+                    break
+                if not self._more_chunks_than(conn, candidates):
+                    break
+                candidates *= 4
         return [
             SearchHit(
                 source_type=r[0],
@@ -128,6 +143,13 @@ class Searcher:
             for r in rows
         ]
 
+    @staticmethod
+    def _more_chunks_than(conn: "psycopg.Connection", candidates: int) -> bool:
+        row = conn.execute(_COUNT_SQL, (candidates, candidates + 1)).fetchone()
+        return bool(row and row[0])
+
+
+_COUNT_SQL = "SELECT count(*) > %s FROM (SELECT 1 FROM rag.chunks LIMIT %s) AS c"
 
 _default: Searcher | None = None
 _default_lock = threading.Lock()
