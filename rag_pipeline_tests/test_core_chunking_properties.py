@@ -1,0 +1,303 @@
+"""Properties of semantic chunking over random Markdown, counted with the real MiniLM tokenizer."""
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from tokenizers import Tokenizer
+
+import rag_pipeline
+from rag_pipeline.core.chunking import ChunkingSettings, chunk_markdown
+from rag_pipeline.core.models import Chunk, Section
+
+TOKENIZER_PATH = (
+    Path(rag_pipeline.__file__).parent / "model" / "all-MiniLM-L6-v2" / "tokenizer.json"
+)
+PARSER = MarkdownIt("commonmark").enable("table")
+FENCE_LINE = re.compile(r"^[ >\t]*(`{3,}|~{3,})")
+CLOSING_FENCE = re.compile(r"\n[ >\t]*(`{3,}|~{3,})")
+DELIMITER_ROW = re.compile(r"^\|( *-+ *\|)+$")
+
+Counter = Callable[[str], int]
+PROPERTY_SETTINGS = settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(scope="module")
+def count_tokens() -> Counter:
+    """The real MiniLM token count, special tokens included, never truncated."""
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return lambda text: len(tokenizer.encode(text).ids)
+
+
+# -- random Markdown -----------------------------------------------------------------------
+
+VOCABULARY = [
+    "warehouse",
+    "locator",
+    "product",
+    "order",
+    "invoice",
+    "payment",
+    "client",
+    "organization",
+    "window",
+    "tab",
+    "field",
+    "process",
+    "report",
+    "table",
+    "column",
+    "record",
+    "document",
+    "status",
+    "price",
+    "quantity",
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "is",
+    "AD_Table_ID",
+    "M_Product",
+    "C_Order",
+    "@SQL=",
+    "2Pack",
+    "iDempiere",
+    "naïve",
+    "Überweisung",
+    "účet",
+    "10%",
+    "a+b",
+]
+words = st.one_of(
+    st.sampled_from(VOCABULARY),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=14),
+)
+# "Words" longer than any budget (identifiers, URLs, base64), to be drawn now and then.
+blobs = st.text(alphabet="ABCDEFabcdef0123456789+/=", min_size=150, max_size=600)
+common_words = st.one_of(st.sampled_from(VOCABULARY), st.text("abcdefgh", min_size=1, max_size=9))
+
+
+@st.composite
+def sentences(draw: st.DrawFn, long_words: bool = True) -> str:
+    chosen = draw(st.lists(words if long_words else common_words, min_size=1, max_size=25))
+    if long_words and draw(st.integers(min_value=0, max_value=7)) == 0:
+        chosen.insert(draw(st.integers(0, len(chosen))), draw(blobs))
+    return " ".join(chosen).capitalize() + draw(st.sampled_from([".", "!", "?", ".", ""]))
+
+
+@st.composite
+def paragraphs(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(sentences(), min_size=1, max_size=12))
+    separators = draw(
+        st.lists(st.sampled_from([" ", "\n"]), min_size=len(parts), max_size=len(parts))
+    )
+    return "".join(p + s for p, s in zip(parts, separators, strict=True)).strip()
+
+
+@st.composite
+def lists(draw: st.DrawFn) -> str:
+    ordered = draw(st.booleans())
+    start = draw(st.integers(min_value=1, max_value=12))
+    lines: list[str] = []
+    for index in range(draw(st.integers(min_value=1, max_value=14))):
+        marker = f"{start + index}. " if ordered else "- "
+        lines.append(marker + draw(sentences(long_words=False)))
+        for _ in range(draw(st.integers(min_value=0, max_value=3))):
+            lines.append(" " * len(marker) + "- " + draw(sentences(long_words=False)))
+    return "\n".join(lines)
+
+
+@st.composite
+def fences(draw: st.DrawFn) -> str:
+    info = draw(st.sampled_from(["", "java", "sql", "python title=setup.py"]))
+    marker = draw(st.sampled_from(["```", "~~~", "````"]))
+    code_line = st.lists(st.sampled_from([*VOCABULARY, "(", ")", "{", "}", "=", ";"]), max_size=16)
+    body = [
+        " " * draw(st.integers(0, 8)) + " ".join(draw(code_line))
+        for _ in range(draw(st.integers(0, 40)))
+    ]
+    return "\n".join([marker + info, *body, marker])
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> str:
+    columns = draw(st.integers(min_value=1, max_value=4))
+    cell = st.lists(common_words, min_size=1, max_size=6).map(" ".join)
+    # Headers are short, as in real tables: a header longer than the budget cannot be
+    # repeated, and is then cut like text (a limit stated in the chunking module).
+    label = st.lists(common_words, min_size=1, max_size=3).map(" ".join)
+    header = "| " + " | ".join(draw(label) for _ in range(columns)) + " |"
+    delimiter = "|" + "---|" * columns
+    rows = [
+        "| " + " | ".join(draw(cell) for _ in range(columns)) + " |"
+        for _ in range(draw(st.integers(min_value=0, max_value=25)))
+    ]
+    return "\n".join([header, delimiter, *rows])
+
+
+@st.composite
+def headings(draw: st.DrawFn) -> str:
+    level = draw(st.integers(min_value=1, max_value=4))
+    return "#" * level + " " + " ".join(draw(st.lists(common_words, min_size=1, max_size=5)))
+
+
+@st.composite
+def quotes(draw: st.DrawFn) -> str:
+    return "\n".join("> " + line for line in draw(paragraphs()).split("\n"))
+
+
+blocks = st.one_of(paragraphs(), lists(), fences(), tables(), headings(), quotes())
+documents = st.lists(blocks, min_size=1, max_size=14).map("\n\n".join)
+chunk_settings = st.builds(
+    ChunkingSettings,
+    section_levels=st.sampled_from([(1, 2), (1,), (1, 2, 3)]),
+    target_tokens=st.sampled_from([40, 100, 200]),
+    max_tokens=st.sampled_from([64, 128, 256]),
+    overlap_sentences=st.integers(min_value=0, max_value=2),
+    min_section_tokens=st.sampled_from([0, 24, 60]),
+)
+
+
+# -- checks --------------------------------------------------------------------------------
+
+
+def run(doc: str, count: Counter, config: ChunkingSettings) -> tuple[list[Section], list[Chunk]]:
+    return chunk_markdown(
+        doc, title="Random Page", breadcrumb="KB > Area", count_tokens=count, settings=config
+    )
+
+
+def own_and_synthetic(doc: str, chunks: list[Chunk], index: int) -> tuple[str, str, str]:
+    """Return (overlap, synthetic prefix + suffix, own slice) of a chunk, checking the rest."""
+    current = chunks[index]
+    own = doc[current.start_char : current.end_char]
+    at = current.text.rfind(own)
+    assert at >= 0
+    before, after = current.text[:at], current.text[at + len(own) :]
+    assert after == "" or CLOSING_FENCE.fullmatch(after)
+    prefix = ""
+    if before.endswith("\n") and not before.endswith("\n\n"):
+        lines = before[:-1].split("\n")
+        if FENCE_LINE.match(lines[-1]):
+            prefix = lines[-1] + "\n"
+        elif len(lines) >= 2 and DELIMITER_ROW.match(lines[-1]):
+            prefix = "\n".join(lines[-2:]) + "\n"
+    overlap = before[: len(before) - len(prefix)]
+    if overlap:
+        previous = chunks[index - 1]
+        assert previous.section_ordinal == current.section_ordinal
+        assert previous.text.endswith(overlap.strip())
+    return overlap, prefix + after, own
+
+
+def fence_problems(markdown: str) -> int:
+    """Fences left open, plus fence lines the parser did not pair (a count that must be even)."""
+    lines = markdown.split("\n")
+    problems = 0
+    for token in PARSER.parse(markdown):
+        if token.type == "fence" and token.map is not None:
+            last = lines[token.map[1] - 1].strip()
+            closed = token.map[1] - token.map[0] >= 2 and set(last) == {token.markup[0]}
+            problems += not (closed and len(last) >= len(token.markup))
+    fence_lines = sum(1 for line in lines if FENCE_LINE.match(line))
+    return problems + fence_lines % 2
+
+
+def table_problems(text: str) -> int:
+    """Runs of table rows that do not open with a header and a delimiter row."""
+    lines = text.split("\n")
+    problems = 0
+    for i, line in enumerate(lines):
+        if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            problems += i + 1 >= len(lines) or not DELIMITER_ROW.match(lines[i + 1])
+    return problems
+
+
+# -- properties ----------------------------------------------------------------------------
+
+
+@PROPERTY_SETTINGS
+@given(doc=documents, config=chunk_settings)
+def test_chunks_fit_the_budget_and_tile_their_sections(
+    doc: str, config: ChunkingSettings, count_tokens: Counter
+) -> None:
+    sections, chunks = run(doc, count_tokens, config)
+    assert sections
+    assert "".join("".join(s.text for s in sections).split()) == "".join(doc.split())
+    for item in chunks:
+        assert item.token_count == count_tokens(item.embedded_text) <= config.max_tokens
+    for section in sections:
+        assert section.text == doc[section.start_char : section.end_char]
+        mine = [i for i, c in enumerate(chunks) if c.section_ordinal == section.ordinal]
+        assert mine
+        # Without headers, overlap and the repeated fence/table lines, the chunks are the
+        # section again, up to the whitespace between blocks.
+        rebuilt = "".join(own_and_synthetic(doc, chunks, i)[2] for i in mine)
+        assert "".join(rebuilt.split()) == "".join(section.text.split())
+
+
+@PROPERTY_SETTINGS
+@given(doc=documents, config=chunk_settings)
+def test_no_fence_or_table_is_left_unbalanced(
+    doc: str, config: ChunkingSettings, count_tokens: Counter
+) -> None:
+    assert fence_problems(doc) == 0
+    _, chunks = run(doc, count_tokens, config)
+    for item in chunks:
+        assert fence_problems(item.text) == 0, item.text
+        assert table_problems(item.text) == 0, item.text
+
+
+@PROPERTY_SETTINGS
+@given(doc=documents, config=chunk_settings)
+def test_overlap_is_whole_sentences_of_the_same_section(
+    doc: str, config: ChunkingSettings, count_tokens: Counter
+) -> None:
+    _, chunks = run(doc, count_tokens, config)
+    for index in range(len(chunks)):
+        overlap, _, _ = own_and_synthetic(doc, chunks, index)
+        if not config.overlap_sentences:
+            assert not overlap
+        assert not FENCE_LINE.match(overlap)
+        assert not overlap.lstrip().startswith("|")
+
+
+@PROPERTY_SETTINGS
+@given(doc=documents, config=chunk_settings)
+def test_chunking_is_deterministic(
+    doc: str, config: ChunkingSettings, count_tokens: Counter
+) -> None:
+    assert run(doc, count_tokens, config) == run(doc, count_tokens, config)
+
+
+@settings(max_examples=100, deadline=None)
+@given(doc=st.text(max_size=3000), config=chunk_settings)
+def test_any_text_at_all_is_chunked_within_budget(
+    doc: str, config: ChunkingSettings, count_tokens: Counter
+) -> None:
+    sections, chunks = run(doc, count_tokens, config)
+    if not doc.strip():
+        assert (sections, chunks) == ([], [])
+        return
+    assert "".join("".join(s.text for s in sections).split()) == "".join(doc.split())
+    for item in chunks:
+        assert item.token_count == count_tokens(item.embedded_text) <= config.max_tokens
+        assert sections[item.section_ordinal].start_char <= item.start_char < item.end_char
+    for section in sections:
+        own = "".join(
+            doc[c.start_char : c.end_char] for c in chunks if c.section_ordinal == section.ordinal
+        )
+        assert "".join(own.split()) == "".join(section.text.split())
+    assert run(doc, count_tokens, config) == (sections, chunks)
