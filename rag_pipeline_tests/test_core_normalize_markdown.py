@@ -254,3 +254,23 @@ def test_unknown_format_and_non_text_body_raise() -> None:
         to_markdown("x", "docx")  # type: ignore[arg-type]
     with pytest.raises(NormalizationError, match="must be text, got bytes"):
         to_markdown(b"x", SourceFormat.MARKDOWN)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("body", "fmt", "heading"),
+    [
+        ("# A **bold** `code` title\n\ntext", SourceFormat.MARKDOWN, "A bold code title"),
+        ("<p>intro</p><h2>Second <i>level</i></h2>", SourceFormat.HTML, "Second level"),
+        (
+            '{"blocks": [{"type": "paragraph", "data": {"text": "x"}},'
+            ' {"type": "header", "data": {"text": "Editor <b>js</b>", "level": 3}}]}',
+            SourceFormat.EDITORJS,
+            "Editor js",
+        ),
+        ("```\n# not a heading\n```\n\nno heading at all", SourceFormat.MARKDOWN, ""),
+    ],
+)
+def test_first_heading_comes_from_the_same_parse(
+    body: str, fmt: SourceFormat, heading: str
+) -> None:
+    assert to_markdown(body, fmt).first_heading == heading

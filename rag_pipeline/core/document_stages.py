@@ -8,8 +8,6 @@ from dataclasses import asdict
 from pathlib import PurePosixPath
 from typing import Any
 
-from markdown_it import MarkdownIt
-
 from rag_pipeline.core.chunking import ChunkingSettings, TokenCounter, chunk_markdown
 from rag_pipeline.core.frontmatter import split_front_matter
 from rag_pipeline.core.incremental import StageRecord
@@ -20,7 +18,6 @@ from rag_pipeline.core.sanitize import SANITIZER_VERSION, sanitize_text
 
 # Bump when the Markdown stage's own logic (not the converters' output) changes.
 MARKDOWN_STAGE_VERSION = "1"
-_TITLE_PARSER = MarkdownIt("commonmark")
 
 
 def markdown_fingerprint() -> str:
@@ -42,7 +39,12 @@ def to_markdown_record(raw: StageRecord) -> StageRecord:
     if fmt is SourceFormat.MARKDOWN:
         front, body = split_front_matter(body)
     converted = to_markdown(body, fmt, base_url=meta.get("url") or None)
-    title = _string(front.get("title")) or meta.get("title") or first_heading(converted.markdown)
+    title = (
+        _string(front.get("title"))
+        or meta.get("title")
+        or _string(converted.metadata.get("title"))  # an HTML page's <title>
+        or converted.first_heading
+    )
     meta["title"] = title or PurePosixPath(meta["source_id"]).stem.replace("-", " ")
     meta["language"] = (
         _string(front.get("language") or front.get("lang"))
@@ -88,20 +90,6 @@ def chunker(
 ) -> Callable[[StageRecord], StageRecord]:
     """The chunk transform bound to a model's token counter and the chunk settings."""
     return lambda record: chunk_record(record, count_tokens=count_tokens, settings=settings)
-
-
-def first_heading(markdown: str) -> str:
-    """The text of the first heading of a Markdown document, or ''."""
-    tokens = _TITLE_PARSER.parse(markdown)
-    for index, token in enumerate(tokens):
-        if token.type == "heading_open" and index + 1 < len(tokens):
-            inline = tokens[index + 1]
-            return "".join(
-                child.content
-                for child in inline.children or []
-                if child.type in ("text", "code_inline")
-            ).strip()
-    return ""
 
 
 def _section_dict(section: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from rag_pipeline.core.models import SourceFormat
 from rag_pipeline.core.normalize.document import MarkdownDocument, NormalizationError
 from rag_pipeline.core.normalize.editorjs import editorjs_to_tree
 from rag_pipeline.core.normalize.html import convert_tree, html_to_markdown, prepare_tree
-from rag_pipeline.core.normalize.markdown import canonicalize, split_front_matter
+from rag_pipeline.core.normalize.markdown import canonicalize_with_heading, split_front_matter
 from rag_pipeline.core.normalize.text import text_to_markdown
 
 __all__ = [
@@ -28,17 +28,19 @@ def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocu
     if fmt is SourceFormat.EDITORJS:
         tree, metadata = editorjs_to_tree(body)
         prepare_tree(tree)
-        return MarkdownDocument(canonicalize(convert_tree(tree), base_url=base_url), metadata)
-    if fmt is SourceFormat.HTML:
+        raw = convert_tree(tree)
+    elif fmt is SourceFormat.HTML:
         raw, metadata = html_to_markdown(body)
-        return MarkdownDocument(canonicalize(raw, base_url=base_url), metadata)
-    if fmt is SourceFormat.TEXT:
-        return MarkdownDocument(canonicalize(text_to_markdown(body)), {})
-    front_matter, rest = split_front_matter(body)
-    markdown = canonicalize(rest, base_url=base_url)
-    if front_matter:
-        markdown = f"{front_matter}\n\n{markdown}" if markdown else f"{front_matter}\n"
-    return MarkdownDocument(markdown, {"front_matter": bool(front_matter)})
+    elif fmt is SourceFormat.TEXT:
+        raw, metadata, base_url = text_to_markdown(body), {}, None
+    else:
+        front_matter, rest = split_front_matter(body)
+        markdown, heading = canonicalize_with_heading(rest, base_url=base_url)
+        if front_matter:
+            markdown = f"{front_matter}\n\n{markdown}" if markdown else f"{front_matter}\n"
+        return MarkdownDocument(markdown, {"front_matter": bool(front_matter)}, heading)
+    markdown, heading = canonicalize_with_heading(raw, base_url=base_url)
+    return MarkdownDocument(markdown, metadata, heading)
 
 
 def to_markdown(body: str, fmt: SourceFormat, *, base_url: str | None = None) -> MarkdownDocument:

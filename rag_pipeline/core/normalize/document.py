@@ -17,7 +17,9 @@ class MarkdownDocument:
         metadata: JSON-serialisable facts about the conversion, e.g. the Editor.js block types
             that were not recognised (`unknown_block_types`) and how often each block type
             occurred (`block_counts`).
+        first_heading: The plain text of the document's first heading ("" when it has none).
     """
 
     markdown: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    first_heading: str = ""

@@ -250,7 +250,17 @@ def _prepare_tokens(tokens: Iterable[Token]) -> None:
         token.children = merged
 
 
-def _render(markdown: str, base_url: str | None) -> str:
+def _first_heading(tokens: list[Token]) -> str:
+    """The plain text of the first heading (its text and code spans, markup dropped)."""
+    for index, token in enumerate(tokens[:-1]):
+        if token.type == "heading_open":
+            children = tokens[index + 1].children or []
+            text = "".join(c.content for c in children if c.type in ("text", "code_inline"))
+            return " ".join(text.split())
+    return ""
+
+
+def _render(markdown: str, base_url: str | None) -> tuple[str, str]:
     mdit = _parser()
     env: dict[str, Any] = {}
     tokens = mdit.parse(markdown, env)
@@ -258,21 +268,28 @@ def _render(markdown: str, base_url: str | None) -> str:
     if base_url:
         _resolve_links(tokens, env, base_url)
         _resolve_references(env, base_url)
-    return mdit.renderer.render(tokens, mdit.options, env)
+    return mdit.renderer.render(tokens, mdit.options, env), _first_heading(tokens)
 
 
-def canonicalize(markdown: str, *, base_url: str | None = None) -> str:
-    """Re-emit Markdown in the house style.
+def canonicalize_with_heading(markdown: str, *, base_url: str | None = None) -> tuple[str, str]:
+    """Re-emit Markdown in the house style, with the text of its first heading.
 
     Args:
         markdown: Any CommonMark/GFM text.
         base_url: When given, relative link and image targets are resolved against it.
 
     Returns:
-        The canonical Markdown, ending with exactly one newline, or "" if it has no content.
+        The canonical Markdown (ending with exactly one newline, or "" if it has no content)
+        and its first heading's text ("" when it has none), found in the same parse.
     """
-    rendered = _render(markdown, base_url).strip("\n")
-    return rendered + "\n" if rendered.strip() else ""
+    rendered, heading = _render(markdown, base_url)
+    rendered = rendered.strip("\n")
+    return (rendered + "\n" if rendered.strip() else ""), heading
+
+
+def canonicalize(markdown: str, *, base_url: str | None = None) -> str:
+    """Re-emit Markdown in the house style (see `canonicalize_with_heading`)."""
+    return canonicalize_with_heading(markdown, base_url=base_url)[0]
 
 
 def split_front_matter(markdown: str) -> tuple[str, str]:
