@@ -198,13 +198,14 @@ def test_seed_example_gives_two_chunks_with_the_list_intact(count_tokens: Counte
         Section(1, "Important Notes", ("Warehouse Setup", "Important Notes"), NOTES_TEXT, 147, 322),
     ]
     assert chunks == [
-        Chunk(0, 0, SETUP_TEXT, "Warehouse Setup › Materials\n\n" + SETUP_TEXT, 43, 0, 145),
+        # Each chunk opens with its section's heading, so the header does not repeat it.
+        Chunk(0, 0, SETUP_TEXT, "Materials\n\n" + SETUP_TEXT, 40, 0, 145),
         Chunk(
             1,
             1,
             NOTES_TEXT,
-            "Warehouse Setup › Materials › Important Notes\n\n" + NOTES_TEXT,
-            47,
+            "Warehouse Setup › Materials\n\n" + NOTES_TEXT,
+            44,
             147,
             322,
         ),
@@ -251,7 +252,7 @@ def test_an_overlong_context_header_is_shortened_to_fit(count_tokens: Counter) -
     settings = ChunkingSettings(target_tokens=48, max_tokens=64)
     doc = "# Locators\n\nA locator is a place in a warehouse."
     sections, chunks = chunk(doc, count_tokens, settings, title="Setup", breadcrumb=long_crumb)
-    assert chunks[0].embedded_text.startswith("Setup › Locators\n\n")
+    assert chunks[0].embedded_text.startswith("Setup\n\n# Locators")
     check_chunking(doc, sections, chunks, count_tokens, settings)
 
 
@@ -282,7 +283,8 @@ def test_content_before_the_first_heading_is_a_section_titled_by_the_document(
         ("Products", ("Products",)),
     ]
     assert chunks[0].embedded_text.startswith("Material Management\n\nThe material")
-    assert chunks[1].embedded_text.startswith("Material Management › Products\n\n## Products")
+    # The chunk opens with "## Products": the header gives the context it lacks, not a repeat.
+    assert chunks[1].embedded_text.startswith("Material Management\n\n## Products")
 
 
 def test_heading_titles_are_plain_text(count_tokens: Counter) -> None:
@@ -650,16 +652,21 @@ def test_wiki_pages_chunk_within_budget_and_structure(
     sections, chunks = chunk(doc, count_tokens, settings, title=title, breadcrumb="Docs > Wiki")
     check_chunking(doc, sections, chunks, count_tokens, settings)
     max_header = settings.max_tokens // 4
-    for item in chunks:
-        path = sections[item.section_ordinal].heading_path
-        full = context_header(title, "Docs > Wiki", path)
+    for index, item in enumerate(chunks):
+        section = sections[item.section_ordinal]
+        path = section.heading_path
+        first_in_section = index == 0 or chunks[index - 1].section_ordinal != item.section_ordinal
+        tokens = PARSER.parse(section.text)
+        opens_with_heading = bool(tokens) and tokens[0].type == "heading_open"
+        omit = section.title if first_in_section and opens_with_heading else ""
+        full = context_header(title, "Docs > Wiki", path, omit=omit)
         header = item.embedded_text[: len(item.embedded_text) - len(item.text)]
         assert item.embedded_text == header + item.text
         # A header too long for a quarter of the budget loses its least useful parts.
         shorter = [
-            context_header(title, "", path),
-            context_header("", "", path),
-            context_header("", "", path[-1:]),
+            context_header(title, "", path, omit=omit),
+            context_header("", "", path, omit=omit),
+            context_header("", "", path[-1:], omit=omit),
             "",
         ]
         assert header == full or (header in shorter and count_tokens(full) > 2 + max_header)

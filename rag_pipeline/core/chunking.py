@@ -32,7 +32,7 @@ from markdown_it.token import Token
 
 from rag_pipeline.core.models import Chunk, Section
 
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"
 
 _HEADER_SEPARATOR = " › "
 # Breadcrumbs arrive as "A > B > C" (seed ADR-021) or already joined with "›".
@@ -120,20 +120,24 @@ class TokenCounter(Protocol):
         ...
 
 
-def context_header(title: str, breadcrumb: str, heading_path: Sequence[str]) -> str:
+def context_header(
+    title: str, breadcrumb: str, heading_path: Sequence[str], *, omit: str = ""
+) -> str:
     """Build the short context line put in front of every chunk's embedded text.
 
     Args:
         title: The document title.
         breadcrumb: Where the document lives ("KB > Area > Page"); may be empty.
         heading_path: Titles of the section's enclosing headings, outermost first.
+        omit: A heading the chunk itself starts with: repeating it in the header would only
+            weigh it twice in a short text (measured: it costs retrieval quality).
 
     Returns:
         The parts joined with " › " and followed by a blank line, empty parts and repeats
         (case-insensitive) left out; "" when nothing is left.
     """
     parts = [title, *_BREADCRUMB_SPLIT.split(breadcrumb), *heading_path]
-    seen: set[str] = set()
+    seen: set[str] = {" ".join(omit.split()).casefold()} if omit.strip() else set()
     kept: list[str] = []
     for part in parts:
         clean = " ".join(part.split())
@@ -240,7 +244,7 @@ class _Chunker:
         self._span_cache: dict[tuple[int, int], int] = {}
         self._text_cache: dict[str, int] = {}
         self._sentence_cache: dict[int, list[tuple[int, int]]] = {}
-        self._header_cache: dict[tuple[str, ...], str] = {}
+        self._header_cache: dict[tuple[tuple[str, ...], str], str] = {}
         self._line_starts = [0]
         self._line_ends: list[int] = []
         for match in _NEWLINE.finditer(doc):
@@ -438,8 +442,8 @@ class _Chunker:
                 chunks.append(Chunk(len(chunks), ordinal, text, embedded, count, c_start, c_end))
         return sections, chunks
 
-    def _header(self, path: tuple[str, ...]) -> str:
-        cached = self._header_cache.get(path)
+    def _header(self, path: tuple[str, ...], omit: str = "") -> str:
+        cached = self._header_cache.get((path, omit))
         if cached is not None:
             return cached
         # A header eating a quarter of the budget is not "short" any more: drop the parts
@@ -448,16 +452,19 @@ class _Chunker:
         title, crumb = self._title, self._breadcrumb
         header = ""
         for parts in ((title, crumb, path), (title, "", path), ("", "", path), ("", "", path[-1:])):
-            candidate = context_header(*parts)
+            candidate = context_header(*parts, omit=omit)
             if self._text_tokens(candidate) <= limit:
                 header = candidate
                 break
-        self._header_cache[path] = header
+        self._header_cache[(path, omit)] = header
         return header
 
     def _section_chunks(self, draft: _SectionDraft) -> list[tuple[str, str, int, int, int]]:
         settings = self._settings
         header = self._header(draft.path)
+        # The section's first chunk opens with the section's own heading line.
+        opens_with_heading = bool(draft.blocks) and draft.blocks[0].heading
+        first_header = self._header(draft.path, omit=draft.title) if opens_with_heading else header
         header_tokens = self._text_tokens(header)
         full_room = settings.max_tokens - self._specials - header_tokens
         shrink = 0
@@ -477,7 +484,8 @@ class _Chunker:
                     if overlapped is not None:
                         texts.insert(0, overlapped)
                 for text in texts:
-                    embedded = header + text
+                    # Only shorter than `header`, so the room computed above still holds.
+                    embedded = (first_header if index == 0 else header) + text
                     count = self._count(embedded)
                     over = count - settings.max_tokens
                     if over <= 0:
