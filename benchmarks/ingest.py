@@ -185,6 +185,8 @@ def run(corpus: Path, home: Path) -> None:
     for node, meta in stages.items():
         print(f"  {node:<17} {meta.get('seconds', 0):7.2f} s")
     print(f"  (embedding inside files_embeddings: {stats['embed_seconds']:.2f} s)")
+    conversion = stages["files_markdown"]["seconds"]
+    print(f"format conversion: {100 * conversion / first:.1f} % of the first ingest (target < 5 %)")
 
     started = time.perf_counter()
     embedder.embed_passages(texts)

