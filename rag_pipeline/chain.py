@@ -91,6 +91,7 @@ def run_document_stage(
     stage: str,
     fingerprint: str,
     transform: Callable[[StageRecord], StageRecord],
+    workers: int = 1,
 ) -> StageOutput:
     """Plan against this stage's stored inputs, then transform what changed."""
     asset_key = context.asset_key.to_user_string()
@@ -106,6 +107,7 @@ def run_document_stage(
         previous_inputs=previous_inputs,
         load=upstream.load,
         transform=transform,
+        workers=workers,
     )
 
 
@@ -115,6 +117,39 @@ def reject(output: StageOutput, doc_key: str, stage: str, reason: str) -> None:
     output.failed.append(FailedDocument(doc_key, stage, reason))
     if doc_key in output.previous_keys:
         output.kept.add(doc_key)
+
+
+def enforce_check(
+    output: StageOutput,
+    *,
+    stage: str,
+    check_name: str,
+    problem: Callable[[StageRecord], str | None],
+    metadata: dict[str, Any] | None = None,
+) -> dg.AssetCheckResult:
+    """Run a blocking rule over the computed documents before they are stored.
+
+    A document breaking it is taken out of the output (its previous version stays) and
+    recorded as failed with the rule's reason; the check passes when none broke it.
+    """
+    rejected = 0
+    for doc_key, (_, record) in list(output.changed.items()):
+        reason = problem(record)
+        if reason:
+            rejected += 1
+            reject(output, doc_key, stage, reason)
+    return dg.AssetCheckResult(
+        check_name=check_name,
+        passed=rejected == 0,
+        metadata={"documents_rejected": rejected, **(metadata or {})},
+    )
+
+
+def _editorjs_leak(record: StageRecord) -> str | None:
+    if record.meta["original_format"] != SourceFormat.EDITORJS.value:
+        return None
+    words = editorjs_syntax_leaks(record.body)
+    return f"Editor.js JSON left in the text: {words}" if words else None
 
 
 # The stage assets carry check_specs, so Dagster sees several outputs: it rejects a
@@ -152,25 +187,16 @@ def build_chain(
             stage="markdown",
             fingerprint=document_stages.markdown_fingerprint(),
             transform=document_stages.to_markdown_record,
+            # Conversion is pure per-document CPU work: spread it over the cores.
+            workers=vectordb.settings().effective_workers,
         )
-        leaks = 0
-        for doc_key, (_, record) in list(output.changed.items()):
-            if record.meta["original_format"] != SourceFormat.EDITORJS.value:
-                continue
-            words = editorjs_syntax_leaks(record.body)
-            if words:
-                leaks += 1
-                reject(output, doc_key, "markdown", f"Editor.js JSON left in the text: {words}")
+        check = enforce_check(
+            output, stage="markdown", check_name=NO_EDITORJS_SYNTAX, problem=_editorjs_leak
+        )
         return dg.MaterializeResult(
             value=output,
             metadata={**stage_metadata(output, started), **preview(output)},
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name=NO_EDITORJS_SYNTAX,
-                    passed=leaks == 0,
-                    metadata={"documents_with_json_syntax": leaks},
-                )
-            ],
+            check_results=[check],
         )
 
     @dg.asset(
@@ -198,28 +224,23 @@ def build_chain(
             fingerprint=document_stages.sanitize_fingerprint(),
             transform=document_stages.sanitize_record,
         )
-        bad = 0
         totals: dict[str, int] = {}
-        for doc_key, (_, record) in list(output.changed.items()):
+        for _, record in output.changed.values():
             for rule, count in record.meta.get("sanitize_counts", {}).items():
                 totals[rule] = totals.get(rule, 0) + count
-            problem = forbidden_characters(record.body + record.meta["title"])
-            if problem:
-                bad += 1
-                reject(output, doc_key, "sanitized", problem)
+        check = enforce_check(
+            output,
+            stage="sanitized",
+            check_name=NO_FORBIDDEN_CHARACTERS,
+            problem=lambda record: forbidden_characters(record.body + record.meta["title"]),
+        )
         return dg.MaterializeResult(
             value=output,
             metadata={
                 **stage_metadata(output, started),
                 **{f"sanitize_{rule}": count for rule, count in sorted(totals.items())},
             },
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name=NO_FORBIDDEN_CHARACTERS,
-                    passed=bad == 0,
-                    metadata={"documents_with_forbidden_characters": bad},
-                )
-            ],
+            check_results=[check],
         )
 
     @dg.asset(
@@ -250,29 +271,25 @@ def build_chain(
             fingerprint=f"{settings.fingerprint()}:{embedder.embedder.model_id}",
             transform=document_stages.chunker(embedder.embedder.count_tokens, settings),
         )
-        over = 0
-        chunk_count = 0
-        for doc_key, (_, record) in list(output.changed.items()):
-            chunk_count += len(record.meta["chunks"])
+        chunk_count = sum(len(record.meta["chunks"]) for _, record in output.changed.values())
+
+        def over_budget(record: StageRecord) -> str | None:
             worst = max((c["token_count"] for c in record.meta["chunks"]), default=0)
             if worst > settings.max_tokens:
-                over += 1
-                reject(
-                    output,
-                    doc_key,
-                    "chunks",
-                    f"a chunk has {worst} tokens, over the maximum of {settings.max_tokens}",
-                )
+                return f"a chunk has {worst} tokens, over the maximum of {settings.max_tokens}"
+            return None
+
+        check = enforce_check(
+            output,
+            stage="chunks",
+            check_name=CHUNKS_WITHIN_BUDGET,
+            problem=over_budget,
+            metadata={"max_tokens": settings.max_tokens},
+        )
         return dg.MaterializeResult(
             value=output,
             metadata={**stage_metadata(output, started), "chunks_computed": chunk_count},
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name=CHUNKS_WITHIN_BUDGET,
-                    passed=over == 0,
-                    metadata={"documents_over_budget": over, "max_tokens": settings.max_tokens},
-                )
-            ],
+            check_results=[check],
         )
 
     @dg.asset(

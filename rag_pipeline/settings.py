@@ -4,6 +4,7 @@ Nothing here reads the environment at import time: `load_settings()` is called w
 or a resource starts, so a changed variable is seen by the next run, not frozen at code load.
 """
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated
@@ -55,6 +56,9 @@ class Settings(BaseSettings):
         default=None, description="Override of the model's maximum sequence length."
     )
 
+    workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
+        default=None, description="Processes for format conversion (default: CPU count, max 8)."
+    )
     chunk_target_tokens: Annotated[int, Field(ge=16, le=8192)] = 200
     chunk_overlap_sentences: Annotated[int, Field(ge=0, le=10)] = 1
 
@@ -83,6 +87,11 @@ class Settings(BaseSettings):
                 f"RAG_EMBEDDING_MODEL_PATH: {self.embedding_model_path} is not a folder"
             )
         return self
+
+    @property
+    def effective_workers(self) -> int:
+        """Processes for CPU-bound per-document stages."""
+        return self.workers or min(os.cpu_count() or 1, 8)
 
     @property
     def uses_embedded_database(self) -> bool:

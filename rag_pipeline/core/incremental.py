@@ -7,7 +7,10 @@ good version stays searchable while the failure is recorded.
 """
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import multiprocessing
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +18,10 @@ from rag_pipeline.core.ids import content_hash, stable_id
 from rag_pipeline.core.models import FailedDocument
 
 logger = logging.getLogger(__name__)
+
+# Below this many documents a process pool costs more than it saves.
+PARALLEL_MIN_DOCUMENTS = 200
+_PARALLEL_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,52 @@ def plan(
     return Plan(todo=todo, kept=frozenset(kept))
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """A transform's result for one document, or why it failed (picklable)."""
+
+    doc_key: str
+    result: StageRecord | None
+    reason: str = ""
+    trace: str = ""
+
+
+def _apply(transform: Callable[[StageRecord], StageRecord], record: StageRecord) -> _Outcome:
+    try:
+        return _Outcome(record.doc_key, transform(record))
+    except Exception as exc:  # one bad document must not stop the partition
+        reason, expected = failure_reason(exc)
+        return _Outcome(record.doc_key, None, reason, "" if expected else traceback.format_exc())
+
+
+def _apply_batch(
+    transform: Callable[[StageRecord], StageRecord], records: Sequence[StageRecord]
+) -> list[_Outcome]:
+    return [_apply(transform, record) for record in records]
+
+
+def _outcomes(
+    transform: Callable[[StageRecord], StageRecord],
+    records: Iterable[StageRecord],
+    workers: int,
+) -> Iterator[_Outcome]:
+    if workers <= 1:
+        yield from (_apply(transform, record) for record in records)
+        return
+    batch = list(records)
+    if len(batch) < PARALLEL_MIN_DOCUMENTS:
+        yield from (_apply(transform, record) for record in batch)
+        return
+    # forkserver, not fork: the caller may be a multi-threaded process (the CLI runs the job
+    # in a thread), and forking one can copy a lock another thread holds.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([transform.__module__])
+    batches = [batch[i : i + _PARALLEL_BATCH] for i in range(0, len(batch), _PARALLEL_BATCH)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for outcomes in pool.map(_apply_batch, [transform] * len(batches), batches):
+            yield from outcomes
+
+
 def run_stage(
     *,
     source_type: str,
@@ -104,22 +157,36 @@ def run_stage(
     previous_inputs: Mapping[str, str],
     load: Callable[[list[str]], Iterable[StageRecord]],
     transform: Callable[[StageRecord], StageRecord],
+    workers: int = 1,
 ) -> StageOutput:
-    """Compute the planned documents one by one; a failure is recorded, never fatal."""
+    """Compute the planned documents; a failure is recorded, never fatal.
+
+    With `workers` > 1 and enough documents, they are computed in that many processes;
+    `transform` must then be a module-level function (it is pickled).
+    """
     output = StageOutput(
         source_type=source_type,
         partition_key=partition_key,
         kept=set(work.kept),
         previous_keys=frozenset(previous_inputs),
     )
-    for record in load(sorted(work.todo)):
-        try:
-            result = transform(record)
-        except Exception as exc:  # one bad document must not stop the partition
-            record_failure(output, record.doc_key, stage, exc, previous_inputs)
+    for outcome in _outcomes(transform, load(sorted(work.todo)), workers):
+        if outcome.result is None:
+            if outcome.trace:
+                # Not an input problem we expect: keep the traceback for whoever debugs it.
+                logger.error("%s failed on %s:\n%s", stage, outcome.doc_key, outcome.trace)
+            record_failure(output, outcome.doc_key, stage, outcome.reason, previous_inputs)
             continue
-        output.changed[record.doc_key] = (work.todo[record.doc_key], result)
+        output.changed[outcome.doc_key] = (work.todo[outcome.doc_key], outcome.result)
     return output
+
+
+def failure_reason(error: BaseException) -> tuple[str, bool]:
+    """A reason a person can act on, and whether it is an input problem we expect."""
+    reason = str(error) or type(error).__name__
+    if isinstance(error, ValueError | UnicodeError | OSError):
+        return reason, True
+    return f"{type(error).__name__}: {reason}", False
 
 
 def record_failure(
@@ -131,11 +198,9 @@ def record_failure(
 ) -> None:
     """Mark a document failed; its previous output (if any) stays as it was."""
     if isinstance(error, BaseException):
-        reason = str(error) or type(error).__name__
-        if not isinstance(error, ValueError | UnicodeError | OSError):
-            # Not an input problem we expect: keep the traceback for whoever debugs it.
-            logger.exception("%s failed on %s", stage, doc_key, exc_info=error)
-            reason = f"{type(error).__name__}: {reason}"
+        reason, expected = failure_reason(error)
+        if not expected:
+            logger.error("%s failed on %s", stage, doc_key, exc_info=error)
     else:
         reason = error
     output.failed.append(FailedDocument(source_id=doc_key, stage=stage, reason=reason))

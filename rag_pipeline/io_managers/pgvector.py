@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.core.models import FailedDocument
-from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, single_partition
+from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, single_partition
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import index, runs
 from rag_pipeline.store.index import IndexedDocument
@@ -37,11 +37,7 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: IndexOutput) -> None:
         """Replace the partition's slice of the index, record the run and its failures."""
-        partition_key = single_partition(context)
-        if obj.partition_key != partition_key:
-            raise dg.DagsterInvariantViolationError(
-                f"output of partition {obj.partition_key!r} handed to partition {partition_key!r}"
-            )
+        partition_key = output_partition(context, obj.partition_key)
         with self.vectordb.connect() as conn:
             with conn.transaction():
                 written = index.replace_partition(

@@ -47,6 +47,16 @@ def single_partition(context: dg.InputContext | dg.OutputContext) -> str:
     return keys[0]
 
 
+def output_partition(context: dg.OutputContext, declared: str) -> str:
+    """The partition being stored, which must be the one the output says it belongs to."""
+    partition_key = single_partition(context)
+    if declared != partition_key:
+        raise dg.DagsterInvariantViolationError(
+            f"output of partition {declared!r} handed to partition {partition_key!r}"
+        )
+    return partition_key
+
+
 class StageIOManager(dg.ConfigurableIOManager):
     """Stores `StageOutput`s in `rag.stage_documents` and hands downstream a `StageView`."""
 
@@ -54,11 +64,7 @@ class StageIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: StageOutput) -> None:
         """Replace the partition's slice of the stage with the output, with its failures."""
-        partition_key = single_partition(context)
-        if obj.partition_key != partition_key:
-            raise dg.DagsterInvariantViolationError(
-                f"output of partition {obj.partition_key!r} handed to partition {partition_key!r}"
-            )
+        partition_key = output_partition(context, obj.partition_key)
         asset_key = context.asset_key.to_user_string()
         with self.vectordb.connect() as conn, conn.transaction():
             stages.write_stage(conn, asset_key, obj, context.run_id)
