@@ -141,6 +141,30 @@ def baseline(documents: Sequence[Document]) -> list[tuple[str, str]]:
     return [(d.id, piece) for d in documents for piece in recursive_split(d.markdown)]
 
 
+def structure_damage(texts: Sequence[str]) -> dict[str, int]:
+    """Chunks that hand an LLM broken structure: an open code fence, a table without its header."""
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark").enable("table")
+    open_fences = headless_tables = 0
+    for text in texts:
+        lines = text.splitlines()
+        tokens = parser.parse(text)
+        for token in tokens:
+            # A fence the parser sees running to the end of the chunk without its closing line
+            # (a ```` fence may legitimately contain ``` lines: count as the parser does).
+            if token.type == "fence" and token.map is not None:
+                last = lines[token.map[1] - 1].strip() if token.map[1] <= len(lines) else ""
+                closed = token.map[1] - token.map[0] >= 2 and set(last) == {token.markup[0]}
+                open_fences += not (closed and len(last) >= len(token.markup))
+        # A table row ("| a | b |") with no header + delimiter row before it in the chunk.
+        if any(line.lstrip().startswith("|") for line in lines) and not any(
+            token.type == "table_open" for token in tokens
+        ):
+            headless_tables += 1
+    return {"open code fence": open_fences, "table rows without header": headless_tables}
+
+
 def rank_documents(
     query_vector: np.ndarray, chunk_vectors: np.ndarray, chunk_docs: Sequence[str], k: int
 ) -> list[str]:
@@ -194,6 +218,7 @@ def main() -> None:
             f"model {embedder.model_id}"
         )
         results: dict[str, dict[str, list[float]]] = {}
+        damage: dict[str, dict[str, int]] = {}
         for name, build in (
             ("ours", lambda: ours(documents, embedder.count_tokens, args.target_tokens)),
             ("seed baseline", lambda: baseline(documents)),
@@ -213,6 +238,7 @@ def main() -> None:
                     scores.setdefault(f"ndcg@10 {kind}", []).append(ndcg(ranked, relevant))
                     scores.setdefault(f"recall@5 {kind}", []).append(recall(ranked, relevant))
             results[name] = scores
+            damage[name] = structure_damage([text for _, text in chunks])
             print(
                 f"{name}: {len(chunks)} chunks ({truncated} over the model's "
                 f"{embedder.max_tokens} tokens, silently truncated), built and embedded in "
@@ -224,6 +250,10 @@ def main() -> None:
         a = float(np.mean(results["ours"][metric]))
         b = float(np.mean(results["seed baseline"][metric]))
         print(f"{metric:<24}{a:>10.3f}{b:>16.3f}")
+    print()
+    print("chunks handing the LLM broken structure:")
+    for problem in damage["ours"]:
+        print(f"  {problem:<26}{damage['ours'][problem]:>8}{damage['seed baseline'][problem]:>16}")
 
 
 if __name__ == "__main__":
