@@ -1,6 +1,7 @@
 """Shared fixtures: one real embedded PostgreSQL + pgvector per session, a fresh database per
 test, and the real bundled embedding model."""
 
+import os
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -8,11 +9,18 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.server import stop_embedded_server
 
 SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+# CI runs the same examples every time (a red build must be reproducible, not a dice roll);
+# a developer's run keeps exploring new ones.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
