@@ -483,6 +483,7 @@ class _Chunker:
                     overlapped = self._with_overlap(groups[index - 1][-1], group, body, room)
                     if overlapped is not None:
                         texts.insert(0, overlapped)
+                over = 0
                 for text in texts:
                     # Only shorter than `header`, so the room computed above still holds.
                     embedded = (first_header if index == 0 else header) + text

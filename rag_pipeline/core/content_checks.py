@@ -14,7 +14,7 @@ def editorjs_syntax_leaks(markdown: str) -> list[str]:
     """Editor.js JSON structure words found outside code blocks (where JSON may be quoted)."""
     if not any(word in markdown for word in EDITORJS_SYNTAX):
         return []  # the usual case: no need to parse
-    prose = []
+    prose: list[str] = []
     for token in _PARSER.parse(markdown):
         if token.type in ("fence", "code_block"):
             continue

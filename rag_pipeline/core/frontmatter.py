@@ -2,7 +2,7 @@
 
 import datetime as dt
 import re
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -22,21 +22,22 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     if match is None:
         return {}, text
     try:
-        data = yaml.safe_load(match.group(1))
+        data: object = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
         raise FrontMatterError(f"front matter is not valid YAML: {exc}") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise FrontMatterError("front matter must be a YAML mapping (key: value lines)")
-    return {str(key): _jsonable(value) for key, value in data.items()}, text[match.end() :]
+    mapping = cast(dict[object, object], data)
+    return {str(key): _jsonable(value) for key, value in mapping.items()}, text[match.end() :]
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in cast(dict[object, object], value).items()}
     if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v) for v in cast(list[object], value)]
     if isinstance(value, dt.date | dt.datetime):
         return value.isoformat()
     if value is None or isinstance(value, str | int | float | bool):

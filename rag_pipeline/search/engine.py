@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.runtime import load_embedder, ready_conninfo
@@ -105,7 +106,11 @@ class Searcher:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             while True:
                 # ef_search bounds how many candidates one HNSW scan returns.
-                conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(candidates, 1000))}")
+                ef_search = max(40, min(candidates, 1000))
+                # SET takes no bind parameters; Literal renders the integer safely.
+                conn.execute(
+                    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search))
+                )
                 rows = conn.execute(
                     _SQL,
                     {

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from rag_pipeline.store.server import postgres_bin_dir
@@ -126,7 +127,10 @@ def row_counts(conninfo: str) -> dict[str, int]:
     with psycopg.connect(conninfo) as conn:
         counts = {}
         for table in COUNTED_TABLES:
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # constant names
+            schema, name = table.split(".")
+            row = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, name))
+            ).fetchone()
             counts[table] = int(row[0]) if row else 0
         return counts
 
@@ -138,12 +142,14 @@ def scratch_database(conninfo: str) -> Iterator[str]:
     name = f"rag_verify_{uuid.uuid4().hex[:10]}"
     admin = make_conninfo(**{**params, "dbname": "postgres"})  # type: ignore[arg-type]
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')  # generated name, not user input
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         yield make_conninfo(**{**params, "dbname": name})  # type: ignore[arg-type]
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def verify(

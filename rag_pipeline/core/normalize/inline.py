@@ -3,7 +3,8 @@
 import string
 import warnings
 
-from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, NavigableString, PageElement, Tag
+from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag
+from bs4.element import NavigableString, PageElement
 
 # CommonMark lets a backslash escape any ASCII punctuation character, and only those.
 _ASCII_PUNCTUATION = frozenset(string.punctuation)

@@ -17,8 +17,8 @@ documents that mean the same come out byte-identical whatever their source forma
 """
 
 import functools
-from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Any, cast
 from urllib.parse import urljoin
 
 import mdformat.plugins
@@ -75,7 +75,9 @@ def _render_image(node: RenderTreeNode, context: RenderContext) -> str:
     description = "".join("\\" + c if c in _DESCRIPTION_SPECIALS else c for c in text)
     label = node.meta.get("label")
     if label:
-        context.env["used_refs"].add(label)
+        # mdformat types `env` as a bare MutableMapping; we put a set of labels there.
+        used = cast(set[str], context.env["used_refs"])  # pyright: ignore[reportUnknownMemberType]
+        used.add(label)
         return f"![{description}][{label.lower()}]"
     source = str(node.attrs.get("src", ""))
     if not source or any(c in " ()" or ord(c) < 32 or ord(c) == 127 for c in source):
@@ -144,11 +146,7 @@ def _escape_admonition_markers(text: str, node: RenderTreeNode, context: RenderC
 
 def _use_admonitions(mdit: MarkdownIt) -> None:
     for kind in _ADMONITIONS:
-        mdit.use(
-            container_plugin,
-            name=kind,
-            validate=lambda params, *_, kind=kind: _admonition_kind(params) == kind,
-        )
+        mdit.use(container_plugin, name=kind, validate=_admonition_validator(kind))
 
 
 class _CanonicalStyle:
@@ -171,11 +169,21 @@ class _CanonicalStyle:
         _use_admonitions(mdit)
 
 
+def _admonition_validator(kind: str) -> Callable[..., bool]:
+    """The container plugin's `validate` for one admonition kind."""
+
+    def validate(params: str, *_: object) -> bool:
+        return _admonition_kind(params) == kind
+
+    return validate
+
+
 @functools.cache
 def _parser() -> MarkdownIt:
     # The same set-up as `mdformat.text`, built once: mdformat builds a new parser per call,
     # which costs more than the rendering of a typical document.
-    mdit = MarkdownIt(renderer_cls=MDRenderer)
+    # mdformat's renderer is what markdown-it calls at run time; its typing says otherwise.
+    mdit = MarkdownIt(renderer_cls=MDRenderer)  # pyright: ignore[reportArgumentType]
     # The commonmark preset stops at 20 levels of block nesting and drops deeper content
     # without a word; the "default" preset's 100 loses nothing a real document has.
     mdit.options["maxNesting"] = 100

@@ -108,6 +108,10 @@ def read_folder(
             continue
         try:
             data = entry.path.read_bytes()
+        except OSError as exc:
+            record_failure(output, entry.source_id, "raw", exc, previous_hashes)
+            continue
+        try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             record_failure(
@@ -117,9 +121,6 @@ def read_folder(
                 f"not valid UTF-8 at byte {exc.start}: {data[exc.start : exc.start + 4]!r}",
                 previous_hashes,
             )
-            continue
-        except OSError as exc:
-            record_failure(output, entry.source_id, "raw", exc, previous_hashes)
             continue
         version = hashlib.sha256(data).hexdigest()
         record = StageRecord(

@@ -32,7 +32,7 @@ class Migration:
 def available_migrations() -> list[Migration]:
     """The migrations shipped with the package, in order."""
     found = []
-    for entry in resources.files(__package__).iterdir():
+    for entry in resources.files(__name__).iterdir():
         match = _NAME.match(entry.name)
         if match:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
