@@ -4,13 +4,15 @@ test, and the real bundled embedding model."""
 import os
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from hypothesis import settings as hypothesis_settings
+from tokenizers import Tokenizer
 
+import rag_pipeline
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.server import stop_embedded_server
 
@@ -73,6 +75,17 @@ def embedder(rag_home: Path):  # type: ignore[no-untyped-def]
     from rag_pipeline.runtime import load_embedder
 
     return load_embedder(load_settings(home=rag_home))
+
+
+@pytest.fixture(scope="session")
+def count_tokens() -> Callable[[str], int]:
+    """The real MiniLM token count, special tokens included, never truncated."""
+    tokenizer = Tokenizer.from_file(
+        str(Path(rag_pipeline.__file__).parent / "model" / "all-MiniLM-L6-v2" / "tokenizer.json")
+    )
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return lambda text: len(tokenizer.encode(text).ids)
 
 
 @pytest.fixture

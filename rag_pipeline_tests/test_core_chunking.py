@@ -5,14 +5,10 @@ import itertools
 import random
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
-from tokenizers import Tokenizer
 
-import rag_pipeline
 from rag_pipeline.core.chunking import (
     CHUNKER_VERSION,
     ChunkingSettings,
@@ -20,28 +16,14 @@ from rag_pipeline.core.chunking import (
     context_header,
 )
 from rag_pipeline.core.models import Chunk, Section
-
-TOKENIZER_PATH = (
-    Path(rag_pipeline.__file__).parent / "model" / "all-MiniLM-L6-v2" / "tokenizer.json"
+from rag_pipeline_tests.chunking_support import (
+    PARSER,
+    Counter,
+    decompose,
 )
+
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 WIKI_PAGES = sorted((FIXTURES / "wiki" / "docs_md").glob("*.md"))
-
-FENCE_LINE = re.compile(r"^[ >\t]*(`{3,}|~{3,})")
-CLOSING_FENCE = re.compile(r"\n[ >\t]*(`{3,}|~{3,})")
-DELIMITER_ROW = re.compile(r"^[ >\t]*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-PARSER = MarkdownIt("commonmark").enable("table")
-
-Counter = Callable[[str], int]
-
-
-@pytest.fixture(scope="module")
-def count_tokens() -> Counter:
-    """The real MiniLM token count, special tokens included, never truncated."""
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return lambda text: len(tokenizer.encode(text).ids)
 
 
 def chunk(
@@ -54,36 +36,6 @@ def chunk(
         count_tokens=count,
         settings=settings or ChunkingSettings(),
     )
-
-
-def decompose(doc: str, chunks: list[Chunk], index: int) -> tuple[str, str, str, str]:
-    """Split a chunk's text into (overlap, synthetic prefix, own source slice, synthetic suffix).
-
-    Asserts on the way that nothing else is in the text: the overlap is the tail of the
-    previous chunk of the same section, the prefix a re-opened fence or a repeated table
-    header, the suffix a closing fence.
-    """
-    current = chunks[index]
-    own = doc[current.start_char : current.end_char]
-    at = current.text.rfind(own)
-    assert at >= 0, "the chunk's own source slice is not in its text"
-    before, after = current.text[:at], current.text[at + len(own) :]
-    assert after == "" or CLOSING_FENCE.fullmatch(after), repr(after)
-    prefix = ""
-    if before.endswith("\n") and not before.endswith("\n\n"):
-        lines = before[:-1].split("\n")
-        if FENCE_LINE.match(lines[-1]):
-            prefix = lines[-1] + "\n"
-        elif len(lines) >= 2 and DELIMITER_ROW.match(lines[-1]):
-            prefix = "\n".join(lines[-2:]) + "\n"
-    overlap = before[: len(before) - len(prefix)]
-    if overlap:
-        assert index > 0
-        previous = chunks[index - 1]
-        assert previous.section_ordinal == current.section_ordinal
-        assert overlap.strip()
-        assert previous.text.endswith(overlap.strip())
-    return overlap, prefix, own, after
 
 
 def unclosed_fences(markdown: str) -> int:

@@ -1,42 +1,21 @@
 """Properties of semantic chunking over random Markdown, counted with the real MiniLM tokenizer."""
 
 import re
-from collections.abc import Callable
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
-from tokenizers import Tokenizer
 
-import rag_pipeline
 from rag_pipeline.core.chunking import ChunkingSettings, chunk_markdown
 from rag_pipeline.core.models import Chunk, Section
+from rag_pipeline_tests.chunking_support import FENCE_LINE, PARSER, Counter, decompose
 
-TOKENIZER_PATH = (
-    Path(rag_pipeline.__file__).parent / "model" / "all-MiniLM-L6-v2" / "tokenizer.json"
-)
-PARSER = MarkdownIt("commonmark").enable("table")
-FENCE_LINE = re.compile(r"^[ >\t]*(`{3,}|~{3,})")
-CLOSING_FENCE = re.compile(r"\n[ >\t]*(`{3,}|~{3,})")
-DELIMITER_ROW = re.compile(r"^\|( *-+ *\|)+$")
+TABLE_DELIMITER = re.compile(r"^\|( *-+ *\|)+$")
 
-Counter = Callable[[str], int]
 PROPERTY_SETTINGS = settings(
     max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-@pytest.fixture(scope="module")
-def count_tokens() -> Counter:
-    """The real MiniLM token count, special tokens included, never truncated."""
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return lambda text: len(tokenizer.encode(text).ids)
 
 
 # -- random Markdown -----------------------------------------------------------------------
@@ -181,25 +160,8 @@ def run(doc: str, count: Counter, config: ChunkingSettings) -> tuple[list[Sectio
 
 def own_and_synthetic(doc: str, chunks: list[Chunk], index: int) -> tuple[str, str, str]:
     """Return (overlap, synthetic prefix + suffix, own slice) of a chunk, checking the rest."""
-    current = chunks[index]
-    own = doc[current.start_char : current.end_char]
-    at = current.text.rfind(own)
-    assert at >= 0
-    before, after = current.text[:at], current.text[at + len(own) :]
-    assert after == "" or CLOSING_FENCE.fullmatch(after)
-    prefix = ""
-    if before.endswith("\n") and not before.endswith("\n\n"):
-        lines = before[:-1].split("\n")
-        if FENCE_LINE.match(lines[-1]):
-            prefix = lines[-1] + "\n"
-        elif len(lines) >= 2 and DELIMITER_ROW.match(lines[-1]):
-            prefix = "\n".join(lines[-2:]) + "\n"
-    overlap = before[: len(before) - len(prefix)]
-    if overlap:
-        previous = chunks[index - 1]
-        assert previous.section_ordinal == current.section_ordinal
-        assert previous.text.endswith(overlap.strip())
-    return overlap, prefix + after, own
+    overlap, prefix, own, suffix = decompose(doc, chunks, index)
+    return overlap, prefix + suffix, own
 
 
 def fence_problems(markdown: str) -> int:
@@ -231,7 +193,7 @@ def table_problems(text: str) -> int:
     problems = 0
     for i, line in enumerate(lines):
         if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
-            problems += i + 1 >= len(lines) or not DELIMITER_ROW.match(lines[i + 1])
+            problems += i + 1 >= len(lines) or not TABLE_DELIMITER.match(lines[i + 1])
     return problems
 
 
