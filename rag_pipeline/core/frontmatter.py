@@ -1,15 +1,11 @@
 """YAML front matter at the top of a Markdown file, split off into metadata."""
 
 import datetime as dt
-import re
 from typing import Any, cast
 
 import yaml
 
-# CommonMark-compatible front matter: '---' on the first line, closed by '---' or '...'.
-_FRONT_MATTER = re.compile(
-    r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M
-)
+from rag_pipeline.core.normalize.markdown import split_front_matter as find_front_matter
 
 
 class FrontMatterError(ValueError):
@@ -17,12 +13,17 @@ class FrontMatterError(ValueError):
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """Return the front matter as a JSON-ready dict and the text after it."""
-    match = _FRONT_MATTER.match(text)
-    if match is None:
+    """Return the front matter as a JSON-ready dict and the text after it.
+
+    What counts as front matter is the normalizer's rule (a leading `---` block whose first
+    line is a `key:`), so a document that merely opens with a thematic break is content.
+    """
+    block, rest = find_front_matter(text)
+    if not block:
         return {}, text
+    inner = "\n".join(block.split("\n")[1:-1])
     try:
-        data: object = yaml.safe_load(match.group(1))
+        data: object = yaml.safe_load(inner)
     except yaml.YAMLError as exc:
         raise FrontMatterError(f"front matter is not valid YAML: {exc}") from exc
     if data is None:
@@ -30,7 +31,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     if not isinstance(data, dict):
         raise FrontMatterError("front matter must be a YAML mapping (key: value lines)")
     mapping = cast(dict[object, object], data)
-    return {str(key): _jsonable(value) for key, value in mapping.items()}, text[match.end() :]
+    return {str(key): _jsonable(value) for key, value in mapping.items()}, rest
 
 
 def _jsonable(value: object) -> Any:
