@@ -3,7 +3,6 @@
 No Dagster here: the `<source>_embeddings` assets and the benchmark call `embed_records`.
 """
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -118,7 +117,7 @@ def _indexed_document(
     sections: dict[int, SectionRow] = {}
     for s in meta["sections"]:
         sections[s["ordinal"]] = SectionRow(
-            id=stable_id(doc_id, "section", s["ordinal"], _sha(s["text"])),
+            id=stable_id(doc_id, "section", s["ordinal"], text_sha256(s["text"])),
             ordinal=s["ordinal"],
             title=s["title"],
             heading_path=list(s["heading_path"]),
@@ -158,7 +157,7 @@ def _indexed_document(
         url=meta.get("url", ""),
         original_format=meta["original_format"],
         source_version=meta["source_version"],
-        content_hash=_sha(record.body),
+        content_hash=text_sha256(record.body),
         input_hash=input_hash,
         sanitizer_version=meta["sanitizer_version"],
         chunker_fingerprint=meta["chunker_fingerprint"],
@@ -169,7 +168,3 @@ def _indexed_document(
         sections=list(sections.values()),
         chunks=chunks,
     )
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -23,8 +23,7 @@ class EmbedderResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Load the model before the step runs, so a bad model fails the step at once."""
-        self._settings = self._effective_settings()
-        self._embedder = load_embedder(self._settings)
+        self._embedder = load_embedder(self.settings)
 
     def _effective_settings(self) -> Settings:
         overrides: dict[str, object] = {}
@@ -40,8 +39,7 @@ class EmbedderResource(dg.ConfigurableResource):
     def embedder(self) -> Embedder:
         """The loaded model."""
         if self._embedder is None:
-            self._settings = self._effective_settings()
-            self._embedder = load_embedder(self._settings)
+            self._embedder = load_embedder(self.settings)
         return self._embedder
 
     @property
