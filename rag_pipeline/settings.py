@@ -7,10 +7,10 @@ or a resource starts, so a changed variable is seen by the next run, not frozen 
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import quote
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2-int8"
@@ -67,6 +67,73 @@ class Settings(BaseSettings):
         default="demo",
         description="Folders the files sensor watches, separated by ':' ('demo' = bundled corpus).",
     )
+
+    # LLM: `rag ask` and the MCP tools. Provider keys and the OpenAI-compatible URL keep the
+    # names every other tool reads, so one exported key serves them all.
+    llm_provider: Literal["auto", "anthropic", "openai"] = Field(
+        default="auto",
+        description="Which LLM answers `rag ask`; auto = Anthropic if its key is set, else OpenAI.",
+    )
+    anthropic_model: str = "claude-sonnet-5"
+    openai_model: str = "llama3.1"
+    llm_context_tokens: Annotated[int, Field(ge=200, le=200_000)] = Field(
+        default=6000, description="Token budget of the retrieved context sent with a question."
+    )
+    llm_max_answer_tokens: Annotated[int, Field(ge=16, le=64_000)] = 1024
+    llm_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    llm_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    ask_top_k: Annotated[int, Field(ge=1, le=50)] = 8
+    developer_categories: str = Field(
+        default="Developer:Development:Plug-in:Plugins:Developer Guide:Technical",
+        description="Wiki categories holding developer documentation, separated by ':'.",
+    )
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: str = Field(
+        default="https://api.anthropic.com", validation_alias="ANTHROPIC_BASE_URL"
+    )
+    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+
+    # wiki
+    wiki_api_url: str | None = Field(
+        default=None,
+        description="MediaWiki api.php URL (e.g. https://wiki.idempiere.org/w-en/api.php); "
+        "unset = the demo XML export shipped in the package (offline).",
+    )
+    wiki_categories: str = Field(
+        default="Developer,New_Features",
+        description="Comma-separated categories, with or without 'Category:'. The iDempiere "
+        "wiki names them per release, e.g. New_Features_v11, Plug-In_Development.",
+    )
+    wiki_pages: str = Field(default="", description="Comma-separated explicit page titles.")
+    wiki_namespaces: str = Field(
+        default="0", description="Comma-separated namespace ids whose pages are indexed."
+    )
+    wiki_category_depth: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=2, description="How many levels of subcategories are followed (0 = none)."
+    )
+    wiki_max_concurrency: Annotated[int, Field(ge=1, le=16)] = Field(
+        default=4, description="Parallel requests to the wiki (be polite: keep it small)."
+    )
+    wiki_user_agent: str = Field(
+        default="rag_pipeline/0.1 (iDempiere knowledge index; https://www.idempiere.org)",
+        description="User-Agent sent to the wiki (its policy asks for a contact).",
+    )
+
+    @field_validator("wiki_api_url")
+    @classmethod
+    def _wiki_url_is_http(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL of api.php")
+        return value or None
+
+    @field_validator("wiki_namespaces")
+    @classmethod
+    def _namespaces_are_ids(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not parts or not all(p.lstrip("-").isdigit() for p in parts):
+            raise ValueError("must be comma-separated namespace numbers, e.g. 0 or 0,4")
+        return value
 
     @property
     def files_folder_list(self) -> list[str]:
