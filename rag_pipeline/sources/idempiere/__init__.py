@@ -1,0 +1,1 @@
+"""The iDempiere database sources: knowledge-base entries and the Application Dictionary."""

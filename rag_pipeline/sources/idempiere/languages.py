@@ -1,0 +1,51 @@
+"""Which AD_Language codes the iDempiere sources index, and the database's base language."""
+
+from collections.abc import Iterable, Sequence
+
+import psycopg
+from psycopg import sql
+
+# iDempiere's base language unless the database says otherwise (AD_Language.IsBaseLanguage).
+DEFAULT_BASE_LANGUAGE = "en_US"
+ALL_LANGUAGES = "all"
+
+
+def existing_tables(conn: psycopg.Connection, names: Iterable[str]) -> set[str]:
+    """The subset of `names` (lower case) that are tables of the connection's schema."""
+    rows = conn.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+        ([n.lower() for n in names],),
+    ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def base_language(conn: psycopg.Connection) -> str:
+    """The language of the untranslated text: AD_Language's base language, else en_US."""
+    if not existing_tables(conn, ["ad_language"]):
+        return DEFAULT_BASE_LANGUAGE
+    row = conn.execute(
+        "SELECT ad_language FROM ad_language WHERE isbaselanguage = 'Y' LIMIT 1"
+    ).fetchone()
+    return str(row[0]) if row else DEFAULT_BASE_LANGUAGE
+
+
+def translated_languages(conn: psycopg.Connection, trl_tables: Iterable[str]) -> set[str]:
+    """Every AD_Language that has at least one active row in one of `trl_tables`."""
+    found: set[str] = set()
+    for table in sorted(existing_tables(conn, trl_tables)):
+        query = sql.SQL("SELECT DISTINCT ad_language FROM {} WHERE isactive = 'Y'").format(
+            sql.Identifier(table)
+        )
+        found.update(str(r[0]) for r in conn.execute(query))
+    return found
+
+
+def resolve_languages(
+    conn: psycopg.Connection, configured: Sequence[str], trl_tables: Iterable[str]
+) -> list[str]:
+    """The configured languages; `all` = the base language, then every translated one."""
+    if list(configured) != [ALL_LANGUAGES]:
+        return list(dict.fromkeys(configured))
+    base = base_language(conn)
+    return [base, *sorted(translated_languages(conn, trl_tables) - {base})]
