@@ -1,0 +1,206 @@
+"""`rag ask` (answers with cited sources) and `rag mcp` (the knowledge tools for agents)."""
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from rag_pipeline.settings import ConfigError, Settings, load_settings
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@contextmanager
+def _errors_as_messages() -> Iterator[None]:
+    """Known failures (configuration, model, database, LLM) print one line, not a traceback."""
+    from rag_pipeline.core.embedding import EmbeddingModelError
+    from rag_pipeline.search.llm import LLMError
+    from rag_pipeline.store.migrations import ModelMismatchError
+
+    try:
+        yield
+    except (ConfigError, EmbeddingModelError, ModelMismatchError, LLMError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@click.argument("question")
+@click.option("--source", "sources", multiple=True, help="Only this source type (repeatable).")
+@click.option("--lang", "languages", multiple=True, help="Only this language, e.g. en_US or en.")
+@click.option(
+    "--provider",
+    type=click.Choice(["auto", "anthropic", "openai"]),
+    default=None,
+    help="Which LLM answers (default RAG_LLM_PROVIDER, auto: Anthropic if its key is set).",
+)
+@click.option(
+    "--model", default=None, help="Model name (default RAG_ANTHROPIC_MODEL / RAG_OPENAI_MODEL)."
+)
+@click.option(
+    "--top-k",
+    "-k",
+    type=click.IntRange(1, 50),
+    default=None,
+    help="Sections to retrieve (default RAG_ASK_TOP_K).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {answer, citations, usage} as JSON.")
+def ask(
+    question: str,
+    sources: tuple[str, ...],
+    languages: tuple[str, ...],
+    provider: str | None,
+    model: str | None,
+    top_k: int | None,
+    as_json: bool,
+) -> None:
+    """Answer QUESTION from the index with an LLM, citing the sources it used.
+
+    With no LLM configured, prints the context it would send and how to configure one.
+    """
+    from rag_pipeline.runtime import load_embedder
+    from rag_pipeline.search.ask import Answer, Answerer, prepare
+    from rag_pipeline.search.engine import Searcher
+    from rag_pipeline.search.llm import ChatProvider, configuration_hint, resolve_provider
+
+    settings = _settings()
+    with _errors_as_messages():
+        config = resolve_provider(settings, provider=provider, model=model)
+        # Fail on a bad provider setting before the costlier retrieval.
+        chat = ChatProvider(config, on_retry=_notice) if config else None
+        context = prepare(
+            Searcher(settings),
+            question,
+            top_k=top_k or settings.ask_top_k,
+            budget=settings.llm_context_tokens,
+            count_tokens=load_embedder(settings).count_tokens,
+            source_types=sources,
+            languages=languages,
+        )
+        if chat is None:
+            hint = configuration_hint(None if provider in (None, "auto") else provider)
+            if as_json:
+                _print_json(
+                    {
+                        "answer": None,
+                        "citations": [],
+                        "usage": None,
+                        "system": context.system,
+                        "context": context.text,
+                        "context_tokens": context.tokens,
+                        "hint": hint,
+                    }
+                )
+            else:
+                click.secho("System prompt:", bold=True)
+                click.echo(context.system)
+                click.secho(
+                    f"\nContext ({len(context.sources)} sections, about {context.tokens} of "
+                    f"{context.budget} tokens):",
+                    bold=True,
+                )
+                click.echo(context.user_message(question) if context.sources else "(empty)")
+                click.secho(f"\n{hint}", fg="yellow", err=True)
+            return
+        if not context.sources:
+            message = (
+                "nothing in the index matches the question (is anything ingested? `rag status`)"
+            )
+            if as_json:
+                _print_json({"answer": None, "citations": [], "usage": None, "error": message})
+                return
+            raise click.ClickException(message)
+        answerer = Answerer(chat)
+        if as_json:
+            answer = answerer.answer(question, context)
+        else:
+            answer = None
+            streamed = False
+            try:
+                for item in answerer.stream(question, context):
+                    if isinstance(item, Answer):
+                        answer = item
+                    else:
+                        click.echo(item, nl=False)
+                        sys.stdout.flush()
+                        streamed = True
+            finally:
+                if streamed:
+                    click.echo()
+    assert answer is not None
+    if as_json:
+        _print_json(
+            {
+                "answer": answer.text,
+                "citations": [
+                    {
+                        "n": c.n,
+                        "title": c.title,
+                        "url": c.url,
+                        "source_type": c.source_type,
+                        "source_id": c.source_id,
+                    }
+                    for c in answer.citations
+                ],
+                "usage": {
+                    "input_tokens": answer.usage.input_tokens,
+                    "output_tokens": answer.usage.output_tokens,
+                    "provider": chat.config.provider,
+                    "model": chat.config.model,
+                    "context_tokens": context.tokens,
+                },
+            }
+        )
+        return
+    if answer.citations:
+        click.secho("\nSources:", bold=True)
+        for c in answer.citations:
+            where = c.title
+            if c.section_title and c.section_title != c.title:
+                where = f"{c.title} › {c.section_title}"
+            click.echo(f"[{c.n}] {where}")
+            click.echo(f"    {c.url or f'{c.source_type}:{c.source_id}'}")
+    else:
+        click.secho("\n(the answer cites no source)", fg="yellow")
+
+
+def _notice(message: str) -> None:
+    click.secho(message, fg="yellow", err=True)
+
+
+def _print_json(value: dict[str, Any]) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+@click.command()
+@click.option(
+    "--http",
+    "http_port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.",
+)
+def mcp(http_port: int | None) -> None:
+    """Run the MCP server exposing the knowledge tools to AI agents (stdio by default).
+
+    Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs.
+    """
+    from rag_pipeline.search.mcp_server import serve
+
+    settings = _settings()
+    if http_port is not None:
+        click.echo(f"MCP server on http://127.0.0.1:{http_port}/mcp (Ctrl+C stops it)", err=True)
+    serve(settings, http_port=http_port)
+
+
+def register(main: click.Group) -> None:
+    """Add `ask` and `mcp` to the `rag` command group."""
+    main.add_command(ask)
+    main.add_command(mcp)

@@ -1,0 +1,491 @@
+"""The knowledge tools for AI agents, as a Model Context Protocol server (`rag mcp`).
+
+Four tools over the same index `rag search` uses: search, statistics, Application Dictionary
+lookups, developer documentation. Descriptions and argument schemas are written for the model
+that chooses among them. A failure (no database, bad arguments) comes back as a tool error the
+model can read, never as a crash of the server.
+
+Transports: stdio (what Claude Desktop, Claude Code and most clients launch), or streamable
+HTTP on the loopback interface only (`--http PORT`): the index has no authentication.
+"""
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from rag_pipeline.search.engine import Searcher, SearchHit
+from rag_pipeline.settings import ConfigError, Settings, load_settings
+from rag_pipeline.store.knowledge import (
+    AD_ENTITY_PREFIXES,
+    AD_SOURCE_TYPE,
+    developer_documents,
+    entity_of,
+    find_ad_entities,
+    knowledge_stats,
+)
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "rag-pipeline-knowledge"
+LOOPBACK = "127.0.0.1"
+# A section can be long; an agent reading ten of them needs them bounded.
+_MAX_SECTION_CHARS = 6000
+_MAX_AD_BODY_CHARS = 2000
+# Developer pages are found by searching widely, then keeping the developer documents.
+_DEVELOPER_POOL = 100
+
+EntityType = Literal["window", "tab", "field", "process", "table"]
+_T = TypeVar("_T")
+
+INSTRUCTIONS = """\
+Knowledge about the iDempiere ERP (open-source ERP/CRM on Java/OSGi/PostgreSQL): user how-tos, \
+wiki pages, knowledge-base articles and the Application Dictionary (windows, tabs, fields, \
+processes, tables with their DB column names). Use search_knowledge for any question about \
+using or configuring iDempiere; find_ad_entity when a window, table, field, process or DB \
+identifier (like C_BPartner_ID or M_Locator) is named; lookup_development_docs for plug-in \
+and Java/OSGi development; get_knowledge_stats to see what the index holds. Cite the url of \
+what you use."""
+
+
+class KnowledgeHit(BaseModel):
+    """One matching section of a document."""
+
+    rank: int = Field(description="1 = best match")
+    title: str = Field(description="Title of the document")
+    breadcrumb: str = Field(description="Where the document sits (menu path, wiki category…)")
+    section: str = Field(description="Heading of the matching section")
+    url: str = Field(description="Link to the original; cite it")
+    score: float = Field(description="Relevance, higher is better (cosine similarity)")
+    source_type: str = Field(description="wiki, k_entry, ad_metadata or files")
+    source_id: str
+    language: str
+    text: str = Field(description="The whole section the match is in, as Markdown")
+    truncated: bool = Field(description=f"True when text was cut at {_MAX_SECTION_CHARS} chars")
+
+
+class KnowledgeResult(BaseModel):
+    """Sections matching a query, best first."""
+
+    query: str
+    hits: list[KnowledgeHit]
+    note: str | None = Field(default=None, description="Why there are few or no hits")
+
+
+class SourceStats(BaseModel):
+    """Documents and chunks of one source in one language."""
+
+    source_type: str
+    language: str
+    documents: int
+    chunks: int
+
+
+class LastRun(BaseModel):
+    """The newest ingest run of a source."""
+
+    source_type: str
+    partition_key: str
+    finished_at: str = Field(description="ISO 8601 timestamp")
+    stats: dict[str, Any] = Field(description="Documents new/changed/deleted/failed, chunks…")
+
+
+class KnowledgeStatsResult(BaseModel):
+    """What the knowledge index holds."""
+
+    total_documents: int
+    total_chunks: int
+    embedding_model: str | None
+    dimension: int | None
+    sources: list[SourceStats]
+    last_runs: list[LastRun]
+
+
+class ADMatch(BaseModel):
+    """One Application Dictionary entry."""
+
+    entity_type: str = Field(description="window, tab, field, process or table")
+    source_id: str = Field(description="AD_<Entity>:<id>, e.g. AD_Window:143")
+    language: str
+    title: str
+    breadcrumb: str
+    url: str
+    match: Literal["source_id", "name", "identifier", "search"] = Field(
+        description="How it was found: exact id, exact name, exact DB identifier, or search"
+    )
+    score: float | None = Field(default=None, description="Search relevance (search only)")
+    text: str = Field(description="The entry's description: help text, columns, fields…")
+
+
+class ADResult(BaseModel):
+    """Application Dictionary entries for a name, exact matches first."""
+
+    name: str
+    matches: list[ADMatch]
+    note: str | None = None
+
+
+class KnowledgeTools:
+    """The tools' logic; the index and model are opened on first use and then kept."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        """Use `settings` (default: the environment, read on first use)."""
+        self._settings = settings
+        self._searcher: Searcher | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> Settings:
+        """The configuration in use."""
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    def searcher(self) -> Searcher:
+        """The shared searcher (built once; loading the model takes about a second)."""
+        with self._lock:
+            if self._searcher is None:
+                self._searcher = Searcher(self.settings)
+            return self._searcher
+
+    def warm_up(self) -> None:
+        """Open the index and load the model now, so the first tool call is fast."""
+        self.searcher()
+
+    def search_knowledge(
+        self,
+        query: str,
+        source_types: list[str] | None = None,
+        languages: list[str] | None = None,
+        top_k: int = 5,
+    ) -> KnowledgeResult:
+        """Sections matching `query`."""
+        query = _required(query, "query")
+        hits = self.searcher().search(
+            query, top_k=top_k, source_types=source_types or None, languages=languages or None
+        )
+        note = None if hits else "no matching sections; try other words or fewer filters"
+        return KnowledgeResult(query=query, hits=_hits(hits), note=note)
+
+    def get_knowledge_stats(self) -> KnowledgeStatsResult:
+        """Counts per source and language, the model, the last run per source."""
+        from rag_pipeline.runtime import ready_conninfo
+        from rag_pipeline.store.connection import connect
+
+        with connect(ready_conninfo(self.settings)) as conn:
+            stats = knowledge_stats(conn)
+        return KnowledgeStatsResult(
+            total_documents=sum(c.documents for c in stats.counts),
+            total_chunks=sum(c.chunks for c in stats.counts),
+            embedding_model=stats.model_id,
+            dimension=stats.dimension,
+            sources=[
+                SourceStats(
+                    source_type=c.source_type,
+                    language=c.language,
+                    documents=c.documents,
+                    chunks=c.chunks,
+                )
+                for c in stats.counts
+            ],
+            last_runs=[
+                LastRun(
+                    source_type=r.source_type,
+                    partition_key=r.partition_key,
+                    finished_at=r.finished_at.isoformat(),
+                    stats=r.stats,
+                )
+                for r in stats.last_runs
+            ],
+        )
+
+    def find_ad_entity(
+        self, name: str, entity_type: EntityType | None = None, top_k: int = 5
+    ) -> ADResult:
+        """Exact source id, name or DB identifier matches first, then search."""
+        from rag_pipeline.runtime import ready_conninfo
+        from rag_pipeline.store.connection import connect
+
+        name = _required(name, "name")
+        with connect(ready_conninfo(self.settings)) as conn:
+            exact = find_ad_entities(conn, name, entity_type=entity_type, limit=top_k)
+        matches = [
+            ADMatch(
+                entity_type=e.entity_type,
+                source_id=e.source_id,
+                language=e.language,
+                title=e.title,
+                breadcrumb=e.breadcrumb,
+                url=e.url,
+                match="source_id" if e.match == "source_id" else _exact(e.match),
+                text=_cut(e.body, _MAX_AD_BODY_CHARS)[0],
+            )
+            for e in exact
+        ]
+        seen = {(m.source_id, m.language) for m in matches}
+        if len(matches) < top_k:
+            prefix = AD_ENTITY_PREFIXES[entity_type] + ":" if entity_type else ""
+            # Several entity types share the pool: ask for more when one type is wanted.
+            pool = top_k * (4 if entity_type else 1)
+            for hit in self.searcher().search(name, top_k=pool, source_types=[AD_SOURCE_TYPE]):
+                if len(matches) >= top_k:
+                    break
+                if not hit.source_id.startswith(prefix) or (hit.source_id, hit.language) in seen:
+                    continue
+                seen.add((hit.source_id, hit.language))
+                matches.append(
+                    ADMatch(
+                        entity_type=entity_of(hit.source_id),
+                        source_id=hit.source_id,
+                        language=hit.language,
+                        title=hit.title,
+                        breadcrumb=hit.breadcrumb,
+                        url=hit.url,
+                        match="search",
+                        score=round(hit.score, 4),
+                        text=_cut(hit.parent_text or hit.text, _MAX_AD_BODY_CHARS)[0],
+                    )
+                )
+        note = (
+            None
+            if matches
+            else "nothing in the Application Dictionary index matches; is ad_metadata ingested? "
+            "(see get_knowledge_stats)"
+        )
+        return ADResult(name=name, matches=matches, note=note)
+
+    def lookup_development_docs(self, topic: str, top_k: int = 5) -> KnowledgeResult:
+        """Search restricted to developer documentation."""
+        from rag_pipeline.runtime import ready_conninfo
+        from rag_pipeline.store.connection import connect
+
+        topic = _required(topic, "topic")
+        names = [n.strip() for n in self.settings.developer_categories.split(",") if n.strip()]
+        with connect(ready_conninfo(self.settings)) as conn:
+            developer = developer_documents(conn, names)
+        if not developer:
+            return KnowledgeResult(
+                query=topic,
+                hits=[],
+                note="no developer documentation is indexed (wiki pages in the categories "
+                f"{', '.join(names)} or plug-in pages); use search_knowledge instead",
+            )
+        pool = self.searcher().search(topic, top_k=max(_DEVELOPER_POOL, top_k))
+        kept = [h for h in pool if (h.source_type, h.source_id, h.language) in developer]
+        hits = _hits(kept[:top_k])
+        note = None if hits else "no developer page matches; try search_knowledge"
+        return KnowledgeResult(query=topic, hits=hits, note=note)
+
+
+def _exact(match: str) -> Literal["name", "identifier"]:
+    return "name" if match == "name" else "identifier"
+
+
+def _required(value: str, name: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ToolError(f"{name} must not be empty")
+    return value
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit] + " […]", True)
+
+
+def _hits(hits: list[SearchHit]) -> list[KnowledgeHit]:
+    result: list[KnowledgeHit] = []
+    for rank, hit in enumerate(hits, 1):
+        text, truncated = _cut(hit.parent_text or hit.text, _MAX_SECTION_CHARS)
+        result.append(
+            KnowledgeHit(
+                rank=rank,
+                title=hit.title,
+                breadcrumb=hit.breadcrumb,
+                section=hit.section_title,
+                url=hit.url,
+                score=round(hit.score, 4),
+                source_type=hit.source_type,
+                source_id=hit.source_id,
+                language=hit.language,
+                text=text,
+                truncated=truncated,
+            )
+        )
+    return result
+
+
+def _as_tool_error(call: Callable[[], _T]) -> _T:
+    """Run a tool; expected failures become tool errors the model reads, not crashes."""
+    from psycopg import Error as DatabaseError
+
+    from rag_pipeline.core.embedding import EmbeddingModelError
+    from rag_pipeline.store.migrations import ModelMismatchError
+
+    try:
+        return call()
+    except ToolError:
+        raise
+    except (ConfigError, EmbeddingModelError, ModelMismatchError) as exc:
+        raise ToolError(f"the knowledge index is not usable: {exc}") from exc
+    except DatabaseError as exc:
+        raise ToolError(f"the knowledge index is unavailable: {_first_line(exc)}") from exc
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
+    """The MCP server with the four knowledge tools."""
+    tools = tools or KnowledgeTools()
+    server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def search_knowledge(
+        query: Annotated[
+            str,
+            Field(
+                description="What to look for, in natural language or keywords, e.g. "
+                "'how to set up a default locator for a warehouse'.",
+                min_length=1,
+            ),
+        ],
+        source_types: Annotated[
+            list[str] | None,
+            Field(
+                description="Only these sources: 'wiki' (community wiki), 'k_entry' "
+                "(knowledge-base articles), 'ad_metadata' (Application Dictionary), 'files' "
+                "(local documents). Omit to search everything."
+            ),
+        ] = None,
+        languages: Annotated[
+            list[str] | None,
+            Field(
+                description="Only these languages, as iDempiere codes ('en_US', 'sk_SK') or "
+                "two letters ('en'). Omit for all."
+            ),
+        ] = None,
+        top_k: Annotated[int, Field(description="How many sections to return.", ge=1, le=20)] = 5,
+    ) -> KnowledgeResult:
+        return _as_tool_error(lambda: tools.search_knowledge(query, source_types, languages, top_k))
+
+    def get_knowledge_stats() -> KnowledgeStatsResult:
+        return _as_tool_error(tools.get_knowledge_stats)
+
+    def find_ad_entity(
+        name: Annotated[
+            str,
+            Field(
+                description="A window, tab, field, process or table name as shown in iDempiere "
+                "('Sales Order', 'Business Partner'), a DB identifier ('C_BPartner_ID', "
+                "'C_Order'), or an id like 'AD_Window:143'.",
+                min_length=1,
+            ),
+        ],
+        entity_type: Annotated[
+            EntityType | None,
+            Field(description="Only this kind of dictionary entry. Omit for all kinds."),
+        ] = None,
+        top_k: Annotated[int, Field(description="How many entries at most.", ge=1, le=20)] = 5,
+    ) -> ADResult:
+        return _as_tool_error(lambda: tools.find_ad_entity(name, entity_type, top_k))
+
+    def lookup_development_docs(
+        topic: Annotated[
+            str,
+            Field(
+                description="A development topic, e.g. 'register an event handler in a "
+                "plug-in', 'model factory', 'OSGi component'.",
+                min_length=1,
+            ),
+        ],
+        top_k: Annotated[int, Field(description="How many sections to return.", ge=1, le=20)] = 5,
+    ) -> KnowledgeResult:
+        return _as_tool_error(lambda: tools.lookup_development_docs(topic, top_k))
+
+    server.add_tool(
+        search_knowledge,
+        name="search_knowledge",
+        title="Search iDempiere knowledge",
+        description=(
+            "Search all iDempiere knowledge (wiki, knowledge-base articles, Application "
+            "Dictionary, local how-to documents) by meaning. Returns the best matching "
+            "sections with title, breadcrumb, URL, score and the section's full text. Use it "
+            "first for any question about using, configuring or administering iDempiere."
+        ),
+    )
+    server.add_tool(
+        get_knowledge_stats,
+        name="get_knowledge_stats",
+        title="What the knowledge index holds",
+        description=(
+            "Counts of documents and chunks per source and language, the embedding model, and "
+            "when each source was last ingested. Use it to know which sources and languages "
+            "exist before filtering, or to explain an empty result."
+        ),
+    )
+    server.add_tool(
+        find_ad_entity,
+        name="find_ad_entity",
+        title="Find Application Dictionary entries",
+        description=(
+            "Look up iDempiere Application Dictionary entries — windows, tabs, fields, "
+            "processes, tables — by exact name, DB identifier (e.g. C_BPartner_ID, C_Order) or "
+            "id (AD_Window:143). Exact matches come first, then the closest by meaning. "
+            "Returns each entry's description, help, columns or fields. Use it when a "
+            "question names a window, table, column or process."
+        ),
+    )
+    server.add_tool(
+        lookup_development_docs,
+        name="lookup_development_docs",
+        title="Search developer documentation",
+        description=(
+            "Search only developer documentation: plug-in (OSGi bundle) development, event "
+            "handlers, model classes, callouts, processes in Java, build and deployment. Use "
+            "it for programming questions; use search_knowledge for how to use the ERP."
+        ),
+    )
+    return server
+
+
+@contextmanager
+def _stdout_to_stderr() -> Generator[None]:
+    """Send file descriptor 1 to stderr for a while.
+
+    Over stdio, stdout carries only protocol messages; starting the embedded PostgreSQL or
+    loading the model may write to it (from Python or from a child process inheriting it).
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def serve(settings: Settings, *, http_port: int | None = None) -> None:
+    """Run the server over stdio, or streamable HTTP on 127.0.0.1:`http_port`, until stopped."""
+    tools = KnowledgeTools(settings)
+    with _stdout_to_stderr():
+        try:
+            tools.warm_up()
+        except Exception as exc:  # reported by each tool call; the server still starts
+            logger.warning("the knowledge index is not ready yet: %s", _first_line(exc))
+    server = build_server(tools)
+    if http_port is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=LOOPBACK, port=http_port)
