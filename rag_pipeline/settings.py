@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import quote
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2-int8"
@@ -84,15 +91,23 @@ class Settings(BaseSettings):
     llm_retries: Annotated[int, Field(ge=0, le=10)] = 2
     ask_top_k: Annotated[int, Field(ge=1, le=50)] = 8
     developer_categories: str = Field(
-        default="Developer:Development:Plug-in:Plugins:Developer Guide:Technical",
-        description="Wiki categories holding developer documentation, separated by ':'.",
+        default="Developer,Development,Plug-In",
+        description="Comma-separated names marking developer documentation: a wiki page is one "
+        "when a category (or front-matter tag or title) contains a name, ignoring case and '_'.",
     )
-    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
+    )
     anthropic_base_url: str = Field(
-        default="https://api.anthropic.com", validation_alias="ANTHROPIC_BASE_URL"
+        default="https://api.anthropic.com",
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url"),
     )
-    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
-    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+    )
 
     # wiki
     wiki_api_url: str | None = Field(
