@@ -1,0 +1,199 @@
+"""Which pages a configured category (with its subcategories) or title list holds, at what revision.
+
+Discovery costs one `list=categorymembers` request per category visited (500 members each, more
+only for larger categories, followed with `continue`) and one `prop=revisions` request per 50
+pages (the API's limit on ids per query): an unchanged sync of N pages in C categories makes C
+listing requests and ceil(N/50) revision requests, and the content of an unchanged page is
+never requested.
+
+Subcategories are followed breadth-first up to a depth limit, each at most once (category
+graphs on wikis have cycles); a page reached through several paths keeps the shortest one as
+its breadcrumb. Redirects are resolved to their targets, so a redirect and its target are one
+document; titles that do not exist are reported, not indexed.
+"""
+
+import logging
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rag_pipeline.sources.wiki.client import MediaWikiClient, batched
+
+logger = logging.getLogger(__name__)
+
+CATEGORY_NAMESPACE = 14
+_CATEGORY_PREFIX = "category:"
+
+
+def category_name(name: str) -> str:
+    """A category as configured (`Category:New_Features_v11`, `new features v11`) → its name
+    as the wiki spells titles: no prefix, spaces, first letter upper case (`New features v11`
+    stays as it is otherwise: MediaWiki titles are case-sensitive after the first letter)."""
+    name = name.strip()
+    if name.lower().startswith(_CATEGORY_PREFIX):
+        name = name[len(_CATEGORY_PREFIX) :]
+    return page_title(name)
+
+
+def page_title(title: str) -> str:
+    """A title as the API returns it: underscores as spaces, one space, first letter upper."""
+    title = " ".join(title.replace("_", " ").split())
+    return title[:1].upper() + title[1:]
+
+
+@dataclass(frozen=True)
+class Member:
+    """A page found in a category tree: its id, title and the category path that reached it."""
+
+    pageid: int
+    title: str
+    namespace: int
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PageRevision:
+    """A page's identity and its latest revision: the cheap version of a wiki document."""
+
+    pageid: int
+    title: str
+    namespace: int
+    revid: int
+    timestamp: str
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The pages of one partition, with what could not be resolved.
+
+    Attributes:
+        pages: each page once, by page id.
+        missing: configured titles (or listed ids) the wiki does not have.
+        redirects: redirect title → target title, for the titles that were redirects.
+    """
+
+    pages: tuple[PageRevision, ...]
+    missing: tuple[str, ...] = ()
+    redirects: tuple[tuple[str, str], ...] = ()
+
+
+def category_members(
+    client: MediaWikiClient,
+    category: str,
+    *,
+    namespaces: Sequence[int] = (0,),
+    depth: int = 0,
+) -> list[Member]:
+    """Pages of `category` and of its subcategories down to `depth` levels, each page once."""
+    root = category_name(category)
+    wanted = set(namespaces)
+    seen_categories = {root}
+    found: dict[int, Member] = {}
+    queue: deque[tuple[str, tuple[str, ...]]] = deque([(root, (root,))])
+    while queue:
+        name, path = queue.popleft()
+        follow = len(path) <= depth
+        listed = sorted(wanted | {CATEGORY_NAMESPACE}) if follow else sorted(wanted)
+        params = {
+            "list": "categorymembers",
+            "cmtitle": f"Category:{name}",
+            "cmprop": "ids|title|type",
+            "cmnamespace": "|".join(str(n) for n in listed),
+            "cmlimit": 500,
+        }
+        for batch in client.query_all(params):
+            for item in batch.get("categorymembers", []):
+                ns = int(item.get("ns", 0))
+                title = str(item["title"])
+                if ns == CATEGORY_NAMESPACE and follow:
+                    sub = category_name(title)
+                    if sub not in seen_categories:
+                        seen_categories.add(sub)
+                        queue.append((sub, (*path, sub)))
+                if ns in wanted and int(item["pageid"]) not in found:
+                    found[int(item["pageid"])] = Member(int(item["pageid"]), title, ns, path)
+    return list(found.values())
+
+
+def revisions_by_ids(client: MediaWikiClient, members: Iterable[Member]) -> Listing:
+    """The latest revision of each member, 50 page ids per request; redirects resolved."""
+    by_id = {m.pageid: m for m in members}
+    by_title = {m.title: m for m in by_id.values()}
+    pages: dict[int, PageRevision] = {}
+    missing: list[str] = []
+    redirects: list[tuple[str, str]] = []
+    for ids in batched([str(i) for i in sorted(by_id)]):
+        query = _one_query(
+            client,
+            {"prop": "revisions", "rvprop": "ids|timestamp", "pageids": "|".join(ids),
+             "redirects": 1},
+        )
+        redirect_from = _redirect_map(query, redirects)
+        for page in query.get("pages", []):
+            if page.get("missing") or "revisions" not in page:
+                # Deleted since the category was listed: it is simply not there any more.
+                missing.append(str(page.get("title", page.get("pageid", "?"))))
+                continue
+            member = by_id.get(int(page["pageid"])) or by_title.get(
+                redirect_from.get(str(page["title"]), "")
+            )
+            pages.setdefault(int(page["pageid"]), _revision(page, member.path if member else ()))
+    return Listing(tuple(pages.values()), tuple(missing), tuple(redirects))
+
+
+def revisions_by_titles(client: MediaWikiClient, titles: Iterable[str]) -> Listing:
+    """The latest revision of each titled page, 50 titles per request; redirects resolved."""
+    wanted = list(dict.fromkeys(page_title(t) for t in titles if t.strip()))
+    pages: dict[int, PageRevision] = {}
+    missing: list[str] = []
+    redirects: list[tuple[str, str]] = []
+    for chunk in batched(wanted):
+        query = _one_query(
+            client,
+            {"prop": "revisions", "rvprop": "ids|timestamp", "titles": "|".join(chunk),
+             "redirects": 1},
+        )
+        _redirect_map(query, redirects)
+        for page in query.get("pages", []):
+            if page.get("missing") or page.get("invalid") or "revisions" not in page:
+                missing.append(str(page.get("title", "?")))
+                continue
+            pages.setdefault(int(page["pageid"]), _revision(page, ()))
+    if missing:
+        logger.warning("wiki pages that do not exist (RAG_WIKI_PAGES): %s", ", ".join(missing))
+    return Listing(tuple(pages.values()), tuple(missing), tuple(redirects))
+
+
+def _one_query(client: MediaWikiClient, params: dict[str, str | int]) -> dict[str, Any]:
+    """A query whose answer is complete in one batch (latest revisions of ≤ 50 pages are)."""
+    merged: dict[str, Any] = {}
+    for batch in client.query_all(params):
+        for key, value in batch.items():
+            if isinstance(value, list) and isinstance(merged.get(key), list):
+                merged[key].extend(value)
+            else:
+                merged[key] = value
+    return merged
+
+
+def _redirect_map(query: dict[str, Any], redirects: list[tuple[str, str]]) -> dict[str, str]:
+    """target title → redirect title, and the pairs appended to `redirects`."""
+    back: dict[str, str] = {}
+    for item in query.get("redirects", []):
+        redirects.append((str(item["from"]), str(item["to"])))
+        back[str(item["to"])] = str(item["from"])
+    return back
+
+
+def _revision(page: dict[str, Any], path: tuple[str, ...]) -> PageRevision:
+    latest = page["revisions"][0]
+    return PageRevision(
+        pageid=int(page["pageid"]),
+        title=str(page["title"]),
+        namespace=int(page.get("ns", 0)),
+        revid=int(latest["revid"]),
+        timestamp=str(latest.get("timestamp", "")),
+        path=path,
+    )
