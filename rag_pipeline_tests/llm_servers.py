@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -106,7 +106,7 @@ class LLMServer:
         wire: Wire,
         *,
         answer: str | AnswerFn = extractive_answer,
-        faults: list[Fault] | None = None,
+        faults: Sequence[Fault] | None = None,
         api_key: str | None = None,
         port: int = 0,
     ) -> None:
