@@ -1,0 +1,427 @@
+"""Every SQL statement of the `ad_metadata` source, with the records its rows become.
+
+Text columns fall back field by field from the `_Trl` row of the requested language to the
+base row (`COALESCE(NULLIF(trl.x, ''), base.x)`); for the base language no translation row
+exists, so the same statements serve it. Only active rows are rendered; a listing's version is
+the newest `Updated` over every row a document is built from plus the number of its active
+child rows, so an edit, a deactivation (which also touches `Updated`) and a deleted child all
+change it, while listing stays one aggregate query per entity type.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import LiteralString, cast
+
+from psycopg import sql
+
+# The entity types (partition dimension) and the AD table each source id names.
+ENTITY_TABLES: dict[str, str] = {
+    "table": "AD_Table",
+    "window": "AD_Window",
+    "tab": "AD_Tab",
+    "field": "AD_Field",
+    "process": "AD_Process",
+}
+TRL_TABLES = (
+    "ad_table_trl",
+    "ad_column_trl",
+    "ad_window_trl",
+    "ad_tab_trl",
+    "ad_field_trl",
+    "ad_process_trl",
+    "ad_process_para_trl",
+)
+
+
+def _sql(text: str) -> sql.SQL:
+    # The statements are assembled from constants of this module only, never from values.
+    return sql.SQL(cast(LiteralString, text))
+
+
+def _trl(alias: str, base: str, column: str) -> str:
+    return f"COALESCE(NULLIF({alias}.{column}, ''), {base}.{column})"
+
+
+def _join_trl(table: str, alias: str, base: str) -> str:
+    return (
+        f"LEFT JOIN {table}_trl {alias} ON {alias}.{table}_id = {base}.{table}_id "
+        f"AND {alias}.ad_language = %(lang)s AND {alias}.isactive = 'Y'"
+    )
+
+
+# --- records -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One document in a listing: its record id and cheap version parts."""
+
+    id: int
+    updated: datetime
+    rows: int
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """An AD_Table in one language."""
+
+    id: int
+    updated: datetime
+    rows: int
+    tablename: str
+    name: str
+    description: str | None
+    help: str | None
+    isview: str
+    entitytype: str
+
+
+@dataclass(frozen=True)
+class ColumnRow:
+    """An active AD_Column of a table."""
+
+    parent_id: int
+    name: str
+    columnname: str
+    description: str | None
+    iskey: str
+    ismandatory: str
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """An AD_Window in one language."""
+
+    id: int
+    updated: datetime
+    rows: int
+    name: str
+    description: str | None
+    help: str | None
+    windowtype: str
+    entitytype: str
+
+
+@dataclass(frozen=True)
+class TabRow:
+    """An AD_Tab with its window's name and table (a document, or a line of a window)."""
+
+    id: int
+    updated: datetime
+    rows: int
+    window_id: int
+    window_name: str
+    name: str
+    description: str | None
+    help: str | None
+    commitwarning: str | None
+    tablename: str | None
+    tablevel: int
+    seqno: int
+
+
+@dataclass(frozen=True)
+class FieldLine:
+    """An active AD_Field of a tab, as a window or tab summary lists it."""
+
+    parent_id: int
+    name: str
+    columnname: str | None
+
+
+@dataclass(frozen=True)
+class FieldRow:
+    """The AD_Field chosen for one column name of a window, with its context."""
+
+    id: int
+    updated: datetime
+    rows: int
+    window_id: int
+    window_name: str
+    tab_id: int
+    tab_name: str
+    name: str
+    description: str | None
+    help: str | None
+    columnname: str | None
+    tablename: str | None
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """An AD_Process (or report) in one language."""
+
+    id: int
+    updated: datetime
+    rows: int
+    value: str | None
+    name: str
+    description: str | None
+    help: str | None
+    isreport: str
+    classname: str | None
+    entitytype: str
+
+
+@dataclass(frozen=True)
+class ParameterRow:
+    """An active AD_Process_Para of a process."""
+
+    parent_id: int
+    name: str
+    columnname: str
+    description: str | None
+    help: str | None
+    ismandatory: str
+    isrange: str
+
+
+# --- documents: one query per entity type, listing and fetching --------------------------------
+# Each query selects the document columns; listing wraps it and keeps id/updated/rows. The
+# `{filter}` placeholder restricts a fetch to the requested ids.
+
+_TABLE = """
+SELECT tb.ad_table_id::int AS id,
+       GREATEST(tb.updated, tt.updated, cols.updated) AS updated,
+       COALESCE(cols.n, 0)::int AS rows,
+       tb.tablename, {name} AS name, tb.description, tb.help, tb.isview, tb.entitytype
+FROM ad_table tb
+{join_trl}
+LEFT JOIN (
+    SELECT c.ad_table_id, max(GREATEST(c.updated, ct.updated)) AS updated,
+           count(*) FILTER (WHERE c.isactive = 'Y') AS n
+    FROM ad_column c
+    LEFT JOIN ad_column_trl ct ON ct.ad_column_id = c.ad_column_id
+         AND ct.ad_language = %(lang)s AND ct.isactive = 'Y'
+    GROUP BY c.ad_table_id
+) cols ON cols.ad_table_id = tb.ad_table_id
+WHERE tb.isactive = 'Y' {filter}
+""".replace("{name}", _trl("tt", "tb", "name")).replace(
+    "{join_trl}", _join_trl("ad_table", "tt", "tb")
+)
+
+_WINDOW = (
+    """
+SELECT w.ad_window_id::int AS id,
+       GREATEST(w.updated, wt.updated, tabs.updated, fields.updated) AS updated,
+       (COALESCE(tabs.n, 0) + COALESCE(fields.n, 0))::int AS rows,
+       {name} AS name, {description} AS description, {help} AS help, w.windowtype, w.entitytype
+FROM ad_window w
+{join_trl}
+LEFT JOIN (
+    SELECT tab.ad_window_id, max(GREATEST(tab.updated, tt.updated, tb.updated)) AS updated,
+           count(*) FILTER (WHERE tab.isactive = 'Y') AS n
+    FROM ad_tab tab
+    LEFT JOIN ad_tab_trl tt ON tt.ad_tab_id = tab.ad_tab_id
+         AND tt.ad_language = %(lang)s AND tt.isactive = 'Y'
+    LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
+    GROUP BY tab.ad_window_id
+) tabs ON tabs.ad_window_id = w.ad_window_id
+LEFT JOIN (
+    SELECT tab.ad_window_id, max(GREATEST(f.updated, ft.updated, c.updated)) AS updated,
+           count(*) FILTER (WHERE f.isactive = 'Y' AND tab.isactive = 'Y') AS n
+    FROM ad_field f
+    JOIN ad_tab tab ON tab.ad_tab_id = f.ad_tab_id
+    LEFT JOIN ad_field_trl ft ON ft.ad_field_id = f.ad_field_id
+         AND ft.ad_language = %(lang)s AND ft.isactive = 'Y'
+    LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
+    GROUP BY tab.ad_window_id
+) fields ON fields.ad_window_id = w.ad_window_id
+WHERE w.isactive = 'Y' {filter}
+""".replace("{name}", _trl("wt", "w", "name"))
+    .replace("{description}", _trl("wt", "w", "description"))
+    .replace("{help}", _trl("wt", "w", "help"))
+    .replace("{join_trl}", _join_trl("ad_window", "wt", "w"))
+)
+
+_TAB = (
+    """
+SELECT tab.ad_tab_id::int AS id,
+       GREATEST(tab.updated, tt.updated, w.updated, wt.updated, tb.updated, fields.updated)
+           AS updated,
+       COALESCE(fields.n, 0)::int AS rows,
+       w.ad_window_id::int AS window_id, {window_name} AS window_name,
+       {name} AS name, {description} AS description, {help} AS help,
+       {commitwarning} AS commitwarning, tb.tablename,
+       tab.tablevel::int AS tablevel, tab.seqno::int AS seqno
+FROM ad_tab tab
+JOIN ad_window w ON w.ad_window_id = tab.ad_window_id AND w.isactive = 'Y'
+{join_window_trl}
+{join_trl}
+LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
+LEFT JOIN (
+    SELECT f.ad_tab_id, max(GREATEST(f.updated, ft.updated, c.updated)) AS updated,
+           count(*) FILTER (WHERE f.isactive = 'Y') AS n
+    FROM ad_field f
+    LEFT JOIN ad_field_trl ft ON ft.ad_field_id = f.ad_field_id
+         AND ft.ad_language = %(lang)s AND ft.isactive = 'Y'
+    LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
+    GROUP BY f.ad_tab_id
+) fields ON fields.ad_tab_id = tab.ad_tab_id
+WHERE tab.isactive = 'Y' {filter}
+""".replace("{window_name}", _trl("wt", "w", "name"))
+    .replace("{name}", _trl("tt", "tab", "name"))
+    .replace("{description}", _trl("tt", "tab", "description"))
+    .replace("{help}", _trl("tt", "tab", "help"))
+    .replace("{commitwarning}", _trl("tt", "tab", "commitwarning"))
+    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
+    .replace("{join_trl}", _join_trl("ad_tab", "tt", "tab"))
+)
+
+# One field per column name and window, as the seed does (`DISTINCT ON`): the same column
+# shown on several tabs is one piece of help. The representative is chosen on the base row
+# (help first, then tab and field order) so every language documents the same AD_Field; fields
+# with neither help nor description (own or their column's) have nothing to document.
+_FIELD = (
+    """
+SELECT rep.id, GREATEST(f.updated, ft.updated, tab.updated, tt.updated, w.updated,
+                        wt.updated, c.updated, tb.updated) AS updated,
+       0 AS rows,
+       w.ad_window_id::int AS window_id, {window_name} AS window_name,
+       tab.ad_tab_id::int AS tab_id, {tab_name} AS tab_name,
+       {name} AS name,
+       COALESCE(NULLIF(ft.description, ''), NULLIF(f.description, ''), c.description)
+           AS description,
+       COALESCE(NULLIF(ft.help, ''), NULLIF(f.help, ''), c.help) AS help,
+       c.columnname, tb.tablename
+FROM (
+    SELECT DISTINCT ON (tab.ad_window_id, COALESCE(c.columnname, f.ad_field_id::text))
+           f.ad_field_id::int AS id
+    FROM ad_field f
+    JOIN ad_tab tab ON tab.ad_tab_id = f.ad_tab_id AND tab.isactive = 'Y'
+    JOIN ad_window w ON w.ad_window_id = tab.ad_window_id AND w.isactive = 'Y'
+    LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
+    WHERE f.isactive = 'Y'
+      AND COALESCE(NULLIF(f.help, ''), NULLIF(f.description, ''),
+                   NULLIF(c.help, ''), NULLIF(c.description, '')) IS NOT NULL
+      {window_filter}
+    ORDER BY tab.ad_window_id, COALESCE(c.columnname, f.ad_field_id::text),
+             COALESCE(NULLIF(f.help, ''), NULLIF(c.help, '')) IS NULL,
+             tab.seqno, f.seqno, f.ad_field_id
+) rep
+JOIN ad_field f ON f.ad_field_id = rep.id
+JOIN ad_tab tab ON tab.ad_tab_id = f.ad_tab_id
+JOIN ad_window w ON w.ad_window_id = tab.ad_window_id
+LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
+LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
+{join_trl}
+{join_tab_trl}
+{join_window_trl}
+WHERE TRUE {filter}
+""".replace("{window_name}", _trl("wt", "w", "name"))
+    .replace("{tab_name}", _trl("tt", "tab", "name"))
+    .replace("{name}", _trl("ft", "f", "name"))
+    .replace("{join_trl}", _join_trl("ad_field", "ft", "f"))
+    .replace("{join_tab_trl}", _join_trl("ad_tab", "tt", "tab"))
+    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
+)
+
+_PROCESS = (
+    """
+SELECT p.ad_process_id::int AS id,
+       GREATEST(p.updated, pt.updated, params.updated) AS updated,
+       COALESCE(params.n, 0)::int AS rows,
+       NULLIF(p.value, '') AS value, {name} AS name, {description} AS description,
+       {help} AS help, p.isreport, p.classname, p.entitytype
+FROM ad_process p
+{join_trl}
+LEFT JOIN (
+    SELECT pp.ad_process_id, max(GREATEST(pp.updated, ppt.updated)) AS updated,
+           count(*) FILTER (WHERE pp.isactive = 'Y') AS n
+    FROM ad_process_para pp
+    LEFT JOIN ad_process_para_trl ppt ON ppt.ad_process_para_id = pp.ad_process_para_id
+         AND ppt.ad_language = %(lang)s AND ppt.isactive = 'Y'
+    GROUP BY pp.ad_process_id
+) params ON params.ad_process_id = p.ad_process_id
+WHERE p.isactive = 'Y' {filter}
+""".replace("{name}", _trl("pt", "p", "name"))
+    .replace("{description}", _trl("pt", "p", "description"))
+    .replace("{help}", _trl("pt", "p", "help"))
+    .replace("{join_trl}", _join_trl("ad_process", "pt", "p"))
+)
+
+_DOCUMENT_QUERIES = {
+    "table": (_TABLE, "tb.ad_table_id"),
+    "window": (_WINDOW, "w.ad_window_id"),
+    "tab": (_TAB, "tab.ad_tab_id"),
+    "field": (_FIELD, "rep.id"),
+    "process": (_PROCESS, "p.ad_process_id"),
+}
+DOCUMENT_ROWS: dict[str, type] = {
+    "table": TableRow,
+    "window": WindowRow,
+    "tab": TabRow,
+    "field": FieldRow,
+    "process": ProcessRow,
+}
+
+
+def _document_query(entity: str, *, fetch: bool) -> str:
+    template, key = _DOCUMENT_QUERIES[entity]
+    query = template.replace("{filter}", f"AND {key} = ANY(%(ids)s)" if fetch else "")
+    if entity == "field":
+        # Choose representatives only among the windows of the requested fields: a fetch
+        # batch then costs its windows, not the whole AD_Field table.
+        window_filter = (
+            "AND tab.ad_window_id IN (SELECT t2.ad_window_id FROM ad_field f2 "
+            "JOIN ad_tab t2 ON t2.ad_tab_id = f2.ad_tab_id WHERE f2.ad_field_id = ANY(%(ids)s))"
+            if fetch
+            else ""
+        )
+        query = query.replace("{window_filter}", window_filter)
+    return query
+
+
+def listing_query(entity: str) -> sql.Composed:
+    """id, updated, rows of every document of `entity` (parameter: `lang`)."""
+    inner = _sql(_document_query(entity, fetch=False))
+    return sql.SQL("SELECT d.id, d.updated, d.rows FROM ({}) d ORDER BY d.id").format(inner)
+
+
+def fetch_query(entity: str) -> sql.Composed:
+    """The document rows of `entity` for the ids in `ids` (parameters: `lang`, `ids`)."""
+    inner = _sql(_document_query(entity, fetch=True))
+    return sql.SQL("SELECT d.* FROM ({}) d ORDER BY d.id").format(inner)
+
+
+# --- child rows: what a window, tab, table or process lists ------------------------------------
+
+COLUMNS_OF_TABLES = _sql(
+    "SELECT c.ad_table_id::int AS parent_id, "
+    + _trl("ct", "c", "name")
+    + " AS name, c.columnname, c.description, c.iskey, c.ismandatory "
+    "FROM ad_column c "
+    "LEFT JOIN ad_column_trl ct ON ct.ad_column_id = c.ad_column_id "
+    "AND ct.ad_language = %(lang)s AND ct.isactive = 'Y' "
+    "WHERE c.isactive = 'Y' AND c.ad_table_id = ANY(%(ids)s) "
+    "ORDER BY c.ad_table_id, c.iskey DESC, COALESCE(c.seqno, 0), c.columnname"
+)
+
+TABS_OF_WINDOWS = _sql(
+    _TAB.replace("{filter}", "AND w.ad_window_id = ANY(%(ids)s)") + " ORDER BY window_id, seqno, id"
+)
+
+FIELDS_OF_TABS = _sql(
+    "SELECT f.ad_tab_id::int AS parent_id, " + _trl("ft", "f", "name") + " AS name, c.columnname "
+    "FROM ad_field f "
+    "LEFT JOIN ad_field_trl ft ON ft.ad_field_id = f.ad_field_id "
+    "AND ft.ad_language = %(lang)s AND ft.isactive = 'Y' "
+    "LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id "
+    "WHERE f.isactive = 'Y' AND f.ad_tab_id = ANY(%(ids)s) "
+    "ORDER BY f.ad_tab_id, COALESCE(f.seqno, 0), f.ad_field_id"
+)
+
+PARAMETERS_OF_PROCESSES = _sql(
+    "SELECT pp.ad_process_id::int AS parent_id, "
+    + _trl("ppt", "pp", "name")
+    + " AS name, pp.columnname, "
+    + _trl("ppt", "pp", "description")
+    + " AS description, "
+    + _trl("ppt", "pp", "help")
+    + " AS help, pp.ismandatory, pp.isrange "
+    "FROM ad_process_para pp "
+    "LEFT JOIN ad_process_para_trl ppt ON ppt.ad_process_para_id = pp.ad_process_para_id "
+    "AND ppt.ad_language = %(lang)s AND ppt.isactive = 'Y' "
+    "WHERE pp.isactive = 'Y' AND pp.ad_process_id = ANY(%(ids)s) "
+    "ORDER BY pp.ad_process_id, pp.seqno, pp.ad_process_para_id"
+)

@@ -1,0 +1,204 @@
+"""Markdown for Application Dictionary entities: what a person (and the embedder) reads.
+
+Every document names the entity in words and by its database identifiers (`TableName`,
+`C_BPartner_ID`, `AD_Window_ID 123`) so both a question and an identifier search find it.
+Dictionary text is plain text, except that some Help uses HTML (`<br>`, `<b>`): that goes
+through the HTML converter, everything else is escaped so a `*` or `_` in it stays literal.
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_pipeline.core.normalize import html_to_markdown
+from rag_pipeline.core.normalize.inline import collapse_whitespace
+from rag_pipeline.sources.idempiere.ad_queries import (
+    ColumnRow,
+    FieldLine,
+    FieldRow,
+    ParameterRow,
+    ProcessRow,
+    TableRow,
+    TabRow,
+    WindowRow,
+)
+
+SEPARATOR = " › "
+WINDOW_TYPES = {"M": "Maintain", "T": "Transaction", "Q": "Query"}
+_HTML_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
+# Characters that can start Markdown syntax anywhere in a line; `_` only where it could open or
+# close emphasis (not inside identifiers like C_BPartner_ID, which stay readable in raw).
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*\[\]<>|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# A line that would start a heading, list, quote or thematic break.
+_BLOCK_START = re.compile(r"^(\s*\d*)([#+\-=>.)])", re.MULTILINE)
+
+
+def escape_markdown(value: str) -> str:
+    """Escape what would turn plain dictionary text into Markdown syntax, and nothing else."""
+    escaped = _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(0), value)
+    return _BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered entity: the parts of a `SourceDocument` that depend on its rows."""
+
+    title: str
+    breadcrumb: str
+    body: str
+    metadata: dict[str, Any] = field(default_factory=lambda: {})
+
+
+def text(value: str | None) -> str:
+    """Dictionary text as Markdown ('' for NULL or blank)."""
+    if value is None or not value.strip():
+        return ""
+    if _HTML_TAG.search(value):
+        return html_to_markdown(value)[0].strip()
+    return escape_markdown(value.strip())
+
+
+def cell(value: str | None) -> str:
+    """Dictionary text for one table cell: one line, pipes escaped."""
+    return escape_markdown(collapse_whitespace(value or ""))
+
+
+def code(identifier: str | None) -> str:
+    """A database identifier as a code span."""
+    return f"`{identifier}`" if identifier else ""
+
+
+def _paragraphs(*parts: str) -> str:
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _field_list(fields: Sequence[FieldLine]) -> str:
+    items = [
+        f"{cell(f.name)} ({code(f.columnname)})" if f.columnname else cell(f.name) for f in fields
+    ]
+    return ", ".join(items)
+
+
+def render_table(table: TableRow, columns: Sequence[ColumnRow]) -> Rendered:
+    """A table with its columns: name, column name, description."""
+    kind = "View" if table.isview == "Y" else "Table"
+    lines = [
+        f"{kind} {code(table.tablename)} — **{cell(table.name)}** (AD_Table_ID {table.id}).",
+        text(table.description),
+        text(table.help),
+    ]
+    if columns:
+        rows = ["| Name | Column | Description |", "| --- | --- | --- |"]
+        rows += [
+            f"| {cell(c.name)} | {code(c.columnname)}{' (key)' if c.iskey == 'Y' else ''} "
+            f"| {cell(c.description)} |"
+            for c in columns
+        ]
+        lines.append(f"## Columns of {code(table.tablename)}\n\n" + "\n".join(rows))
+    return Rendered(
+        title=table.name,
+        breadcrumb=table.tablename,
+        body=_paragraphs(*lines),
+        metadata={"table_name": table.tablename, "columns": len(columns)},
+    )
+
+
+def render_window(
+    window: WindowRow, tabs: Sequence[TabRow], fields: dict[int, list[FieldLine]]
+) -> Rendered:
+    """A window with its tabs and a summary of each tab's fields."""
+    kind = WINDOW_TYPES.get(window.windowtype, window.windowtype)
+    lines = [
+        f"Window **{cell(window.name)}** ({kind}, AD_Window_ID {window.id}).",
+        text(window.description),
+        text(window.help),
+    ]
+    if tabs:
+        lines.append("## Tabs")
+    for tab in tabs:
+        where = f"Table {code(tab.tablename)}, tab level {tab.tablevel}." if tab.tablename else ""
+        tab_fields = fields.get(tab.id, [])
+        summary = f"Fields: {_field_list(tab_fields)}." if tab_fields else ""
+        lines.append(
+            _paragraphs(f"### {cell(tab.name)}", where, text(tab.description), summary).strip()
+        )
+    return Rendered(
+        title=window.name,
+        breadcrumb=window.name,
+        body=_paragraphs(*lines),
+        metadata={"window_type": window.windowtype, "tabs": len(tabs)},
+    )
+
+
+def render_tab(tab: TabRow, fields: Sequence[FieldLine]) -> Rendered:
+    """A tab's help, in the context of its window."""
+    where = f" on table {code(tab.tablename)}" if tab.tablename else ""
+    warning = text(tab.commitwarning)
+    lines = [
+        f"Tab **{cell(tab.name)}** of the window **{cell(tab.window_name)}**{where} "
+        f"(AD_Tab_ID {tab.id}, tab level {tab.tablevel}).",
+        text(tab.description),
+        text(tab.help),
+        f"Note when saving: {warning}" if warning else "",
+        f"Fields: {_field_list(fields)}." if fields else "",
+    ]
+    return Rendered(
+        title=tab.name,
+        breadcrumb=SEPARATOR.join([tab.window_name, tab.name]),
+        body=_paragraphs(*lines),
+        metadata={"window_id": tab.window_id, "table_name": tab.tablename, "fields": len(fields)},
+    )
+
+
+def render_field(row: FieldRow) -> Rendered:
+    """A field's help, in the context `Window › Tab › Field`."""
+    context = SEPARATOR.join([row.window_name, row.tab_name, row.name])
+    column = f"column {code(row.columnname)}" if row.columnname else "a field without column"
+    table = f" of table {code(row.tablename)}" if row.tablename else ""
+    lines = [
+        f"Field **{cell(row.name)}** in {cell(context)}: {column}{table} (AD_Field_ID {row.id}).",
+        text(row.description),
+        text(row.help),
+    ]
+    return Rendered(
+        title=row.name,
+        breadcrumb=context,
+        body=_paragraphs(*lines),
+        metadata={
+            "window_id": row.window_id,
+            "tab_id": row.tab_id,
+            "column_name": row.columnname,
+            "table_name": row.tablename,
+        },
+    )
+
+
+def render_process(process: ProcessRow, parameters: Sequence[ParameterRow]) -> Rendered:
+    """A process or report with its parameters."""
+    kind = "Report" if process.isreport == "Y" else "Process"
+    key = f", search key {code(process.value)}" if process.value else ""
+    implementation = f" Implemented by {code(process.classname)}." if process.classname else ""
+    lines = [
+        f"{kind} **{cell(process.name)}** (AD_Process_ID {process.id}{key}).{implementation}",
+        text(process.description),
+        text(process.help),
+    ]
+    if parameters:
+        items: list[str] = []
+        for p in parameters:
+            flags = ", ".join(
+                flag
+                for flag, on in (("mandatory", p.ismandatory == "Y"), ("range", p.isrange == "Y"))
+                if on
+            )
+            head = f"- **{cell(p.name)}** ({code(p.columnname)}{', ' + flags if flags else ''})"
+            detail = " ".join(x for x in (cell(p.description), cell(p.help)) if x)
+            items.append(f"{head}: {detail}" if detail else head)
+        lines.append("## Parameters\n\n" + "\n".join(items))
+    return Rendered(
+        title=process.name,
+        breadcrumb=SEPARATOR.join([kind, process.name]),
+        body=_paragraphs(*lines),
+        metadata={"kind": kind.lower(), "value": process.value, "parameters": len(parameters)},
+    )
