@@ -35,9 +35,10 @@ _BOLD = re.compile(r"'''(.+?)'''")
 _ITALIC = re.compile(r"''(.+?)''")
 # Inline HTML that wikitext allows and that survives to the normalizer; any other `<` is text.
 _ALLOWED_TAG = re.compile(
-    r"&lt;(/?(?:code|tt|b|i|u|s|strong|em|br|sup|sub|span|small|big|kbd|var|del|ins)\b[^&]*?/?)&gt;",
+    r"</?(?:code|tt|b|i|u|s|strong|em|br|sup|sub|span|small|big|kbd|var|del|ins)\b[^<>]*>",
     re.IGNORECASE,
 )
+_BARE_AMPERSAND = re.compile(r"&(?!#?\w+;)")
 _PLACEHOLDER = "\x00{}\x00"
 _PLACEHOLDER_RE = re.compile(r"\x00(\d+)\x00")
 _LIST_TAGS = {"*": ("ul", "li"), "#": ("ol", "li"), ";": ("dl", "dt"), ":": ("dl", "dd")}
@@ -70,11 +71,13 @@ def wikitext_to_html(text: str, *, article_url: str = "") -> WikitextPage:
     def keep_code(match: re.Match[str]) -> str:
         tag, attrs, body = match.group(1).lower(), match.group(2) or "", match.group(3)
         if tag == "nowiki":
-            blocks.append(html.escape(body))
+            blocks.append(_escape_text(body))
             return _PLACEHOLDER.format(len(blocks) - 1)
         lang = _LANG_ATTR.search(attrs)
         css = f' class="language-{html.escape(lang.group(1))}"' if lang else ""
-        blocks.append(f"<pre><code{css}>{html.escape(body.strip(chr(10)))}</code></pre>")
+        # <pre> decodes character entities like the rest of wikitext; syntaxhighlight does not.
+        code = html.unescape(body) if tag == "pre" else body
+        blocks.append(f"<pre><code{css}>{html.escape(code.strip(chr(10)))}</code></pre>")
         return "\n" + _PLACEHOLDER.format(len(blocks) - 1) + "\n"
 
     text = _CODE_BLOCK.sub(keep_code, text)
@@ -222,7 +225,7 @@ class _Renderer:
             self.out.append("<p>" + "\n".join(self.paragraph) + "</p>")
             self.paragraph = []
         if self.pre and not keep_pre:
-            self.out.append("<pre>" + html.escape("\n".join(self.pre)) + "</pre>")
+            self.out.append("<pre>" + _escape_text("\n".join(self.pre)) + "</pre>")
             self.pre = []
         while self.list_stack and not keep_list:
             self._close_level()
@@ -291,11 +294,16 @@ class _Renderer:
         text = _FILE_LINK.sub(image, text)
         text = _WIKI_LINK.sub(wiki_link, text)
         text = _EXTERNAL_LINK.sub(external_link, text)
-        text = _ALLOWED_TAG.sub(lambda m: f"<{html.unescape(m.group(1))}>", html.escape(text, False))
+        text = _escape_text(_ALLOWED_TAG.sub(lambda m: hold(m.group(0)), text))
         text = _BOLD_ITALIC.sub(r"<b><i>\1</i></b>", text)
         text = _BOLD.sub(r"<b>\1</b>", text)
         text = _ITALIC.sub(r"<i>\1</i>", text)
         return re.sub("\x01(\\d+)\x01", lambda m: links[int(m.group(1))], text)
+
+
+def _escape_text(text: str) -> str:
+    """HTML-escape wikitext, keeping its character entities (`&lt;`, `&nbsp;`, `&#91;`)."""
+    return _BARE_AMPERSAND.sub("&amp;", text).replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _cell_content(cell: str) -> str:
