@@ -282,12 +282,15 @@ class MediaWikiServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
-        assert self._httpd is not None and self._thread is not None
+        assert self._httpd is not None
+        assert self._thread is not None
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -342,7 +345,9 @@ class MediaWikiServer:
         stall = fault is not None and fault.kind == "slow"
         if stall or self.slow_seconds:
             # One answer stalls past a timeout (`slow`), or every answer takes a while.
-            time.sleep(float(fault.retry_after) if fault is not None and stall else self.slow_seconds)
+            time.sleep(
+                float(fault.retry_after) if fault is not None and stall else self.slow_seconds
+            )
         headers: dict[str, str] = {}
         status = 200
         if fault is not None and fault.kind in {"429", "503"}:
@@ -362,7 +367,7 @@ class MediaWikiServer:
             except _ApiError as exc:
                 data = _error(exc.code, exc.info)
         if fault is not None and fault.kind == "warning":
-            data["warnings"] = {"main": {"warnings": "Unrecognized parameter: \"bogus\"."}}
+            data["warnings"] = {"main": {"warnings": 'Unrecognized parameter: "bogus".'}}
         body = json.dumps(data).encode()
         if fault is not None and fault.kind == "malformed":
             body = body[: len(body) // 2]
@@ -518,7 +523,9 @@ class _Api:
                     {"revid": page.revid, "parentid": page.revid - 1, "timestamp": page.timestamp}
                 ]
             elif page.categories:
-                entry["categories"] = [{"ns": 14, "title": f"Category:{c}"} for c in page.categories]
+                entry["categories"] = [
+                    {"ns": 14, "title": f"Category:{c}"} for c in page.categories
+                ]
             if entry not in pages:
                 pages.append(entry)
         if normalized:
@@ -569,7 +576,9 @@ class _Api:
         if "pageid" in self.params:
             page = self.wiki.pages.get(int(self.params["pageid"]))
             if page is None:
-                raise _ApiError("nosuchpageid", f"There is no page with ID {self.params['pageid']}.")
+                raise _ApiError(
+                    "nosuchpageid", f"There is no page with ID {self.params['pageid']}."
+                )
         else:
             page = self.wiki.by_title(self.params.get("page", ""))
             if page is None:
@@ -591,7 +600,9 @@ class _Api:
                 "revid": page.revid,
                 "redirects": redirects,
                 "text": text,
-                "categories": [{"sortkey": "", "category": c.replace(" ", "_")} for c in page.categories],
+                "categories": [
+                    {"sortkey": "", "category": c.replace(" ", "_")} for c in page.categories
+                ],
                 "displaytitle": f'<span class="mw-page-title-main">{escape(page.title)}</span>',
             }
         }

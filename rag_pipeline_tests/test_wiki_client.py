@@ -131,9 +131,11 @@ def test_api_warnings_are_kept(server: MediaWikiServer, caplog: pytest.LogCaptur
 
 def test_concurrency_is_bounded_across_threads(server: MediaWikiServer) -> None:
     server.slow_seconds = 0.05
-    with MediaWikiClient(server.api_url, max_concurrency=2) as client:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda _: client.get(SITEINFO), range(16)))
+    with (
+        MediaWikiClient(server.api_url, max_concurrency=2) as client,
+        ThreadPoolExecutor(max_workers=8) as pool,
+    ):
+        list(pool.map(lambda _: client.get(SITEINFO), range(16)))
     assert server.max_in_flight <= 2
     assert client.request_count == 16
 
@@ -168,9 +170,16 @@ def test_categories_follow_continuation(server: MediaWikiServer) -> None:
     ("depth", "titles"),
     [
         (0, {f"Developer page {i}" for i in range(7)} | {"Model Events"}),
-        (1, {f"Developer page {i}" for i in range(7)} | {"Model Events", "Plugin: Attachment Scanner"}),
-        (3, {f"Developer page {i}" for i in range(7)}
-         | {"Model Events", "Plugin: Attachment Scanner", "Deep Page"}),
+        (
+            1,
+            {f"Developer page {i}" for i in range(7)}
+            | {"Model Events", "Plugin: Attachment Scanner"},
+        ),
+        (
+            3,
+            {f"Developer page {i}" for i in range(7)}
+            | {"Model Events", "Plugin: Attachment Scanner", "Deep Page"},
+        ),
     ],
 )
 def test_subcategories_to_the_depth_limit(
@@ -187,7 +196,12 @@ def test_breadcrumb_is_the_shortest_category_path(server: MediaWikiServer) -> No
     with MediaWikiClient(server.api_url) as client:
         members = {m.title: m for m in category_members(client, "Developer", depth=3)}
     assert members["Model Events"].path == ("Developer",)
-    assert members["Deep Page"].path == ("Developer", "Plug-In Development", "Event Handlers", "Deep")
+    assert members["Deep Page"].path == (
+        "Developer",
+        "Plug-In Development",
+        "Event Handlers",
+        "Deep",
+    )
 
 
 def test_category_cycles_terminate(server: MediaWikiServer) -> None:

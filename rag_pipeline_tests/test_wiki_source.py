@@ -267,7 +267,9 @@ def test_demo_export_is_the_offline_default() -> None:
         assert document.url.startswith("https://wiki.idempiere.org/en/")
         assert document.metadata["categories"], document.title
         markdown = to_markdown(document.body, document.original_format).markdown
-        assert "[[" not in markdown and "{{" not in markdown and "'''" not in markdown
+        assert "[[" not in markdown
+        assert "{{" not in markdown
+        assert "'''" not in markdown
     events = fetched["102"]
     assert events.breadcrumb == "Plug-In Development"
     markdown = to_markdown(events.body, events.original_format).markdown
@@ -340,9 +342,12 @@ def test_full_history_exports_use_the_latest_revision(tmp_path: Path) -> None:
         ("{{Infobox|maintainer=Someone}}Text", "Text"),
         ("[[REST API|the API]]", "[the API](https://wiki.idempiere.org/en/REST_API)"),
         ("[https://www.idempiere.org iDempiere]", "[iDempiere](https://www.idempiere.org)"),
-        ("<syntaxhighlight lang=\"sql\">\nSELECT 1 < 2;\n</syntaxhighlight>", "```sql\nSELECT 1 < 2;\n```"),
+        (
+            '<syntaxhighlight lang="sql">\nSELECT 1 < 2;\n</syntaxhighlight>',
+            "```sql\nSELECT 1 < 2;\n```",
+        ),
         (" indented code", "```\nindented code\n```"),
-        ("{|\n! A !! B\n|-\n| 1 || style=\"x\" | 2\n|}", "| A | B |\n| -- | -- |\n| 1 | 2 |"),
+        ('{|\n! A !! B\n|-\n| 1 || style="x" | 2\n|}', "| A | B |\n| -- | -- |\n| 1 | 2 |"),
         ("50% of a &lt;b&gt; & c", "50% of a \\<b> & c"),
     ],
 )

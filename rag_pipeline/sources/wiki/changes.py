@@ -96,9 +96,15 @@ class ChangeSet:
     cursor: ChangeCursor
 
 
-def start_cursor(client: MediaWikiClient) -> ChangeCursor:
-    """A cursor at the wiki's current time: the first poll reports nothing older."""
-    return ChangeCursor(client.server_time())
+def start_cursor(client: MediaWikiClient, config: WikiConfig) -> ChangeCursor:
+    """A cursor at the wiki's current time: the first poll reports nothing older.
+
+    Events stamped with the current second already happened, so they are marked seen; an
+    event of a later second is left for the first poll.
+    """
+    now = ChangeCursor(client.server_time())
+    events = _recent_changes(client, config, now) + _log_events(client, config, now)
+    return ChangeCursor(now.since, tuple(sorted(eid for eid, ts, _ in events if ts == now.since)))
 
 
 def poll_changes(

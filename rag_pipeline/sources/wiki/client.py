@@ -179,7 +179,9 @@ class MediaWikiClient:
                 ) from exc
             if attempt < self.retry.attempts:
                 wait = self.retry.delay(attempt, retry_after, self._rng)
-                logger.info("wiki request failed (%s); retry %d in %.1f s", last_problem, attempt, wait)
+                logger.info(
+                    "wiki request failed (%s); retry %d in %.1f s", last_problem, attempt, wait
+                )
                 self._sleep(wait)
         raise WikiApiError(
             "unavailable", f"{self.api_url}: {last_problem} after {self.retry.attempts} attempts"

@@ -127,8 +127,12 @@ def revisions_by_ids(client: MediaWikiClient, members: Iterable[Member]) -> List
     for ids in batched([str(i) for i in sorted(by_id)]):
         query = _one_query(
             client,
-            {"prop": "revisions", "rvprop": "ids|timestamp", "pageids": "|".join(ids),
-             "redirects": 1},
+            {
+                "prop": "revisions",
+                "rvprop": "ids|timestamp",
+                "pageids": "|".join(ids),
+                "redirects": 1,
+            },
         )
         redirect_from = _redirect_map(query, redirects)
         for page in query.get("pages", []):
@@ -152,8 +156,12 @@ def revisions_by_titles(client: MediaWikiClient, titles: Iterable[str]) -> Listi
     for chunk in batched(wanted):
         query = _one_query(
             client,
-            {"prop": "revisions", "rvprop": "ids|timestamp", "titles": "|".join(chunk),
-             "redirects": 1},
+            {
+                "prop": "revisions",
+                "rvprop": "ids|timestamp",
+                "titles": "|".join(chunk),
+                "redirects": 1,
+            },
         )
         _redirect_map(query, redirects)
         for page in query.get("pages", []):

@@ -268,8 +268,15 @@ class _Renderer:
         def image(match: re.Match[str]) -> str:
             options = [o.strip() for o in match.group(2).split("|") if o.strip()]
             caption = next(
-                (o for o in reversed(options) if not re.match(r"^(thumb|frame|left|right|"
-                 r"center|none|upright|border|frameless|\d+px|x?\d+x?\d*px|alt=|link=)", o)),
+                (
+                    o
+                    for o in reversed(options)
+                    if not re.match(
+                        r"^(thumb|frame|left|right|"
+                        r"center|none|upright|border|frameless|\d+px|x?\d+x?\d*px|alt=|link=)",
+                        o,
+                    )
+                ),
                 "",
             )
             name = html.escape(match.group(1).strip(), quote=True)
