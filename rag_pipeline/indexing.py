@@ -1,11 +1,14 @@
 """The embeddings stage: chunk records → index rows, embedding only text never seen before.
 
-No Dagster here: the `<source>_embeddings` assets and the benchmark call `embed_records`.
+Two passes over the changed documents, each streaming them in batches from the chunks stage:
+`embed_missing` embeds the chunk texts the cache lacks (the asset calls it; vectors reach the
+cache as they are made, so a killed run loses little work), then `indexed_documents` builds the
+index rows from the cache (the pgvector IO manager calls it inside its one transaction).
+No Dagster here.
 """
 
-import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,25 +17,24 @@ from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder, text_sha256
 from rag_pipeline.core.ids import stable_id
-from rag_pipeline.core.incremental import StageRecord
 from rag_pipeline.core.languages import ts_config_for
 from rag_pipeline.core.models import FailedDocument
+from rag_pipeline.core.records import ChunkedRecord
 from rag_pipeline.store.cache import cached_vectors, store_vectors
 from rag_pipeline.store.index import ChunkRow, IndexedDocument, SectionRow
 
-logger = logging.getLogger(__name__)
-
-# Vectors reach the cache every this many texts, so a killed run loses little work.
+# Texts embedded (and stored in the cache) together.
 EMBED_BATCH = 512
 HEADING_SEPARATOR = " › "
+EMBEDDINGS_VERSION = "2"
 
 
 @dataclass
 class EmbedResult:
-    """Index rows for the documents that changed, and what it cost."""
+    """What the embedding pass did."""
 
-    documents: list[IndexedDocument] = field(default_factory=list)
-    failed: list[FailedDocument] = field(default_factory=list)
+    ready: dict[str, str] = field(default_factory=lambda: {})  # key -> input hash
+    failed: list[FailedDocument] = field(default_factory=lambda: [])
     chunks_embedded: int = 0
     chunks_reused: int = 0
     embed_seconds: float = 0.0
@@ -40,130 +42,149 @@ class EmbedResult:
 
 def embeddings_fingerprint(model_id: str, max_tokens: int) -> str:
     """Settings identity of the embeddings stage: a new model re-embeds."""
-    return f"embeddings:{model_id}:{max_tokens}"
+    return f"embeddings:{EMBEDDINGS_VERSION}:{model_id}:{max_tokens}"
 
 
-def document_id(source_type: str, partition_key: str, doc_key: str) -> str:
-    """The stable id of a document in the index (doc_key names source id and language)."""
-    return stable_id(source_type, partition_key, doc_key)
+def document_id(source_type: str, doc_key: str) -> str:
+    """The stable id of a document in the index (its key names source id and language)."""
+    return stable_id(source_type, doc_key)
 
 
-def embed_records(
-    conn: psycopg.Connection,
-    records: Iterable[tuple[str, StageRecord]],
-    embedder: Embedder,
-    *,
-    partition_key: str,
-    progress: Callable[[int, int], None] | None = None,
-) -> EmbedResult:
-    """Build index rows for `(input_hash, chunk record)` pairs, using and filling the cache."""
-    result = EmbedResult()
-    ready: list[tuple[str, StageRecord]] = []
-    for input_hash, record in records:
-        problem = _budget_problem(record, embedder.max_tokens)
-        if problem:
-            result.failed.append(FailedDocument(record.doc_key, "embeddings", problem))
-        else:
-            ready.append((input_hash, record))
-
-    texts: dict[str, str] = {}
-    for _, record in ready:
-        for chunk in record.meta["chunks"]:
-            texts.setdefault(text_sha256(chunk["embedded_text"]), chunk["embedded_text"])
-    vectors = cached_vectors(conn, embedder.model_id, list(texts))
-    missing = [sha for sha in texts if sha not in vectors]
-    result.chunks_reused = len(texts) - len(missing)
-    started = time.perf_counter()
-    for start in range(0, len(missing), EMBED_BATCH):
-        batch = missing[start : start + EMBED_BATCH]
-        embedded = embedder.embed_passages([texts[sha] for sha in batch])
-        fresh = list(zip(batch, embedded, strict=True))
-        store_vectors(conn, embedder.model_id, fresh)
-        vectors.update(fresh)
-        if progress is not None:
-            progress(start + len(batch), len(missing))
-    result.embed_seconds = time.perf_counter() - started
-    result.chunks_embedded = len(missing)
-
-    for input_hash, record in ready:
-        result.documents.append(
-            _indexed_document(record, input_hash, partition_key, embedder.model_id, vectors)
-        )
-    return result
-
-
-def _budget_problem(record: StageRecord, max_tokens: int) -> str | None:
-    sections = {s["ordinal"] for s in record.meta["sections"]}
-    for chunk in record.meta["chunks"]:
-        if chunk["token_count"] > max_tokens:
+def budget_problem(record: ChunkedRecord, max_tokens: int) -> str | None:
+    """Why a document's chunks cannot be indexed as they are, or None."""
+    sections = {s.ordinal for s in record.sections}
+    for chunk in record.chunks:
+        if chunk.token_count > max_tokens:
             return (
-                f"chunk {chunk['ordinal']} has {chunk['token_count']} tokens, over the model's "
+                f"chunk {chunk.ordinal} has {chunk.token_count} tokens, over the model's "
                 f"maximum of {max_tokens}: the model would silently truncate it"
             )
-        if chunk["section_ordinal"] not in sections:
-            return f"chunk {chunk['ordinal']} has no parent section"
+        if chunk.section_ordinal not in sections:
+            return f"chunk {chunk.ordinal} has no parent section"
     return None
 
 
+def embed_missing(
+    conn: psycopg.Connection,
+    records: Iterable[tuple[str, str, ChunkedRecord]],
+    embedder: Embedder,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> EmbedResult:
+    """Embed the chunk texts of `(key, input hash, record)` that the cache lacks.
+
+    `conn` must be in autocommit mode: each batch of vectors is committed as it is made.
+    """
+    result = EmbedResult()
+    pending: dict[str, str] = {}  # sha -> text, not yet in the cache
+    seen: set[str] = set()
+
+    def flush() -> None:
+        started = time.perf_counter()
+        shas = list(pending)
+        vectors = embedder.embed_passages([pending[sha] for sha in shas])
+        store_vectors(conn, embedder.model_id, list(zip(shas, vectors, strict=True)))
+        result.embed_seconds += time.perf_counter() - started
+        result.chunks_embedded += len(shas)
+        pending.clear()
+        if progress is not None:
+            progress(result.chunks_embedded)
+
+    for key, input_hash, record in records:
+        problem = budget_problem(record, embedder.max_tokens)
+        if problem:
+            result.failed.append(FailedDocument(key, "embeddings", problem))
+            continue
+        result.ready[key] = input_hash
+        texts = {text_sha256(c.embedded_text): c.embedded_text for c in record.chunks}
+        new = [sha for sha in texts if sha not in seen]
+        seen.update(new)
+        cached = cached_vectors(conn, embedder.model_id, new)
+        result.chunks_reused += len(cached)
+        pending.update({sha: texts[sha] for sha in new if sha not in cached})
+        if len(pending) >= EMBED_BATCH:
+            flush()
+    if pending:
+        flush()
+    return result
+
+
+def indexed_documents(
+    conn: psycopg.Connection,
+    records: Iterable[tuple[str, str, ChunkedRecord]],
+    model_id: str,
+) -> Iterator[IndexedDocument]:
+    """Index rows of `(key, input hash, record)`, their vectors read from the cache."""
+    for key, input_hash, record in records:
+        shas = [text_sha256(c.embedded_text) for c in record.chunks]
+        vectors = cached_vectors(conn, model_id, shas)
+        missing = [sha for sha in shas if sha not in vectors]
+        if missing:
+            raise RuntimeError(
+                f"{key}: {len(missing)} chunk vectors are missing from the embedding cache "
+                "(was it cleared during the run?); run the job again"
+            )
+        yield _indexed_document(key, record, input_hash, model_id, vectors)
+
+
 def _indexed_document(
-    record: StageRecord,
+    key: str,
+    record: ChunkedRecord,
     input_hash: str,
-    partition_key: str,
     model_id: str,
     vectors: dict[str, NDArray[np.float32]],
 ) -> IndexedDocument:
-    meta = record.meta
-    doc_id = document_id(meta["source_type"], partition_key, record.doc_key)
+    info = record.info
+    doc_id = document_id(info.source_type, key)
     sections: dict[int, SectionRow] = {}
-    for s in meta["sections"]:
-        sections[s["ordinal"]] = SectionRow(
-            id=stable_id(doc_id, "section", s["ordinal"], text_sha256(s["text"])),
-            ordinal=s["ordinal"],
-            title=s["title"],
-            heading_path=list(s["heading_path"]),
-            text=s["text"],
-            start_char=s["start_char"],
-            end_char=s["end_char"],
+    for s in record.sections:
+        sections[s.ordinal] = SectionRow(
+            id=stable_id(doc_id, "section", s.ordinal, text_sha256(s.text)),
+            ordinal=s.ordinal,
+            title=s.title,
+            heading_path=list(s.heading_path),
+            text=s.text,
+            start_char=s.start_char,
+            end_char=s.end_char,
         )
-    chunks = []
-    for c in meta["chunks"]:
-        section = sections[c["section_ordinal"]]
-        sha = text_sha256(c["embedded_text"])
-        heading_parts = [meta["title"], meta.get("breadcrumb", ""), *section.heading_path]
+    chunks: list[ChunkRow] = []
+    for c in record.chunks:
+        section = sections[c.section_ordinal]
+        sha = text_sha256(c.embedded_text)
+        heading_parts = [info.title, info.breadcrumb, *section.heading_path]
         chunks.append(
             ChunkRow(
-                id=stable_id(doc_id, "chunk", c["ordinal"], sha),
+                id=stable_id(doc_id, "chunk", c.ordinal, sha),
                 section_id=section.id,
-                ordinal=c["ordinal"],
+                ordinal=c.ordinal,
                 heading=HEADING_SEPARATOR.join(dict.fromkeys(p for p in heading_parts if p)),
-                text=c["text"],
-                embedded_text=c["embedded_text"],
-                token_count=c["token_count"],
-                start_char=c["start_char"],
-                end_char=c["end_char"],
+                text=c.text,
+                embedded_text=c.embedded_text,
+                token_count=c.token_count,
+                start_char=c.start_char,
+                end_char=c.end_char,
                 text_sha256=sha,
                 embedding=vectors[sha],
             )
         )
     return IndexedDocument(
         id=doc_id,
-        source_type=meta["source_type"],
-        partition_key=partition_key,
-        doc_key=record.doc_key,
-        source_id=meta["source_id"],
-        language=meta["language"],
-        title=meta["title"],
-        breadcrumb=meta.get("breadcrumb", ""),
-        url=meta.get("url", ""),
-        original_format=meta["original_format"],
-        source_version=meta["source_version"],
+        source_type=info.source_type,
+        doc_key=key,
+        source_id=info.source_id,
+        language=info.language,
+        title=info.title,
+        breadcrumb=info.breadcrumb,
+        url=info.url,
+        original_format=info.original_format.value,
+        source_version=info.version,
         content_hash=text_sha256(record.body),
         input_hash=input_hash,
-        sanitizer_version=meta["sanitizer_version"],
-        chunker_fingerprint=meta["chunker_fingerprint"],
+        sanitizer_version=record.sanitizer_version,
+        chunker_fingerprint=record.chunker_fingerprint,
         model_id=model_id,
-        ts_config=ts_config_for(meta["language"]),
-        metadata=meta.get("metadata", {}),
+        ts_config=ts_config_for(info.language),
+        metadata=info.metadata,
         body=record.body,
         sections=list(sections.values()),
         chunks=chunks,

@@ -36,7 +36,13 @@ def load_embedder(settings: Settings) -> Embedder:
         allow_download=settings.embedding_allow_download,
         max_tokens=settings.embedding_max_tokens,
     )
-    key = (spec, settings.home, settings.embedding_threads, settings.embedding_batch_size)
+    key = (
+        spec,
+        settings.home,
+        settings.embedding_threads,
+        settings.embedding_batch_size,
+        settings.embedding_batch_tokens,
+    )
     with _lock:
         if key not in _loaded:
             _loaded[key] = Embedder(
@@ -44,5 +50,6 @@ def load_embedder(settings: Settings) -> Embedder:
                 models_dir=settings.home / "models",
                 threads=settings.embedding_threads,
                 batch_size=settings.embedding_batch_size,
+                batch_tokens=settings.embedding_batch_tokens,
             )
         return _loaded[key]

@@ -5,6 +5,7 @@ or a resource starts, so a changed variable is seen by the next run, not frozen 
 """
 
 import os
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -21,6 +22,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2-int8"
+# An iDempiere AD_Language code: en_US, es_CO, sk_SK, pt_BR …
+_AD_LANGUAGE = re.compile(r"[a-z]{2,3}_[A-Z]{2}")
 
 
 class ConfigError(ValueError):
@@ -59,6 +62,9 @@ class Settings(BaseSettings):
     )
     embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+    embedding_batch_tokens: Annotated[int, Field(ge=256, le=1_048_576)] = Field(
+        default=8192, description="Padded tokens per inference batch: bounds the model's memory."
+    )
     embedding_max_tokens: Annotated[int, Field(ge=16, le=8192)] | None = Field(
         default=None, description="Override of the model's maximum sequence length."
     )
@@ -150,6 +156,99 @@ class Settings(BaseSettings):
             raise ValueError("must be comma-separated namespace numbers, e.g. 0 or 0,4")
         return value
 
+    # iDempiere: the database the k_entry and ad_metadata sources read (read-only). The
+    # IDEMPIERE_DB_* names are the seeds' (ADR-021), without the RAG_ prefix; none set = the
+    # demo iDempiere database created in the embedded server.
+    idempiere_db_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("IDEMPIERE_DB_HOST", "idempiere_db_host"),
+        description="Host of the iDempiere PostgreSQL; unset = the bundled demo database.",
+    )
+    idempiere_db_port: Annotated[int, Field(ge=1, le=65535)] = Field(
+        default=5432, validation_alias=AliasChoices("IDEMPIERE_DB_PORT", "idempiere_db_port")
+    )
+    idempiere_db_name: str = Field(
+        default="idempiere",
+        validation_alias=AliasChoices("IDEMPIERE_DB_NAME", "idempiere_db_name"),
+    )
+    idempiere_db_user: str = Field(
+        default="adempiere",
+        validation_alias=AliasChoices("IDEMPIERE_DB_USER", "idempiere_db_user"),
+    )
+    idempiere_db_password: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("IDEMPIERE_DB_PASSWORD", "idempiere_db_password"),
+    )
+    languages: str = Field(
+        default="en_US",
+        description="Comma-separated AD_Language codes indexed by k_entry and ad_metadata; "
+        "'all' = the base language plus every language with translations.",
+    )
+    kentry_client_ids: str = Field(
+        default="1000014,11",
+        description="Comma-separated AD_Client_IDs whose knowledge-base entries are indexed "
+        "(1000014 as in the seed, 11 = the demo database's client).",
+    )
+
+    @field_validator("languages")
+    @classmethod
+    def _languages_are_codes(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if parts == ["all"]:
+            return "all"
+        if not parts or not all(_AD_LANGUAGE.fullmatch(p) for p in parts):
+            raise ValueError("must be comma-separated AD_Language codes like en_US,es_CO, or all")
+        return ",".join(dict.fromkeys(parts))
+
+    @field_validator("kentry_client_ids")
+    @classmethod
+    def _client_ids_are_numbers(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not parts or not all(p.isdigit() for p in parts):
+            raise ValueError("must be comma-separated AD_Client_ID numbers, e.g. 1000014,11")
+        return ",".join(dict.fromkeys(parts))
+
+    @property
+    def language_list(self) -> list[str]:
+        """The configured AD_Language codes (`['all']` when every language is wanted)."""
+        return self.languages.split(",")
+
+    @property
+    def kentry_client_id_list(self) -> list[int]:
+        """The AD_Client_IDs whose knowledge-base entries are indexed."""
+        return [int(p) for p in self.kentry_client_ids.split(",")]
+
+    @property
+    def idempiere_conninfo(self) -> str | None:
+        """The URL of the configured iDempiere database; None = use the demo database."""
+        if self.idempiere_db_host is None:
+            return None
+        auth = quote(self.idempiere_db_user, safe="")
+        if self.idempiere_db_password is not None:
+            auth += ":" + quote(self.idempiere_db_password.get_secret_value(), safe="")
+        return (
+            f"postgresql://{auth}@{self.idempiere_db_host}:{self.idempiere_db_port}/"
+            f"{quote(self.idempiere_db_name, safe='')}"
+        )
+
+    search_mode: Literal["hybrid", "vector", "keyword"] = Field(
+        default="hybrid", description="Default search mode."
+    )
+    search_fusion: Literal["rrf", "minmax"] = Field(
+        default="rrf", description="How hybrid search fuses its legs: weighted RRF or min-max."
+    )
+    search_vector_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
+    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
+    search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    search_ef_search: Annotated[int, Field(ge=10, le=1000)] = 100
+    search_pool_size: Annotated[int, Field(ge=1, le=256)] = Field(
+        default=8, description="Connections the search pool may open to the vector database."
+    )
+    search_pool_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=30.0, description="Seconds a search waits for a free pooled connection."
+    )
+    search_query_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = 1024
+
     @property
     def files_folder_list(self) -> list[str]:
         """The configured folders, in order, without empty entries or repeats."""
@@ -204,6 +303,7 @@ def load_settings(**overrides: object) -> Settings:
         problems = []
         for error in exc.errors():
             name = "_".join(str(part) for part in error["loc"]) or "settings"
-            variable = name if name.startswith("RAG_") else f"RAG_{name.upper()}"
+            # Fields read through an alias (IDEMPIERE_DB_*, ANTHROPIC_API_KEY) report it as is.
+            variable = name if name.isupper() else f"RAG_{name.upper()}"
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

@@ -5,9 +5,19 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.chain import FORCE_TAG
-from rag_pipeline.core.sources.files import partition_key_for
 from rag_pipeline.definitions import defs
+from rag_pipeline.sources.files import partition_key_for
+
+
+def force_config(job: dg.JobDefinition, source: str = "files") -> dict[str, Any]:
+    """Run config that recomputes every stage of a source's chain."""
+    return {
+        "ops": {
+            node.name: {"config": {"force": True}}
+            for node in job.graph.nodes
+            if node.name.startswith(f"{source}_") and not node.name.endswith("_check")
+        }
+    }
 
 
 def ingest(
@@ -19,7 +29,7 @@ def ingest(
         instance.add_dynamic_partitions("files_folders", [key])
     job = defs().resolve_job_def("files_ingest_job")
     result = job.execute_in_process(
-        instance=instance, partition_key=key, tags={FORCE_TAG: "true"} if force else {}
+        instance=instance, partition_key=key, run_config=force_config(job) if force else None
     )
     assert result.success
     (materialization,) = result.asset_materializations_for_node("files_embeddings")

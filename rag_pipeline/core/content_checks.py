@@ -1,26 +1,43 @@
 """Content rules the asset checks enforce, as pure functions."""
 
+import re
+
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from rag_pipeline.core.sanitize import find_forbidden
 
-# Editor.js structure in JSON syntax: if any of these reach the index, a BLK document was
-# indexed as raw JSON instead of being converted.
-EDITORJS_SYNTAX = ('"blocks"', '"type":', '"data"')
+# Words of Editor.js saved data: their absence lets the check skip parsing (the usual case).
+EDITORJS_SYNTAX = ('"blocks"', '"type"', '"data"')
+# Editor.js structure in JSON syntax, not the words alone: a `"blocks": [` list, or a block's
+# `"type": "…", "data": {`. Prose that mentions `"data":` or `"blocks":` is not a leak.
+_STRUCTURE = (
+    re.compile(r'"blocks"\s*:\s*\['),
+    re.compile(r'"type"\s*:\s*"[^"\n]{0,64}"\s*,\s*"data"\s*:\s*\{'),
+    re.compile(r'"data"\s*:\s*\{[^{}\n]{0,200}\}\s*,\s*"type"\s*:\s*"'),
+)
 _PARSER = MarkdownIt("commonmark")
 
 
-def editorjs_syntax_leaks(markdown: str) -> list[str]:
-    """Editor.js JSON structure words found outside code blocks (where JSON may be quoted)."""
-    if not any(word in markdown for word in EDITORJS_SYNTAX):
-        return []  # the usual case: no need to parse
-    prose: list[str] = []
-    for token in _PARSER.parse(markdown):
-        if token.type in ("fence", "code_block"):
+def _prose(tokens: list[Token]) -> list[str]:
+    """Text outside code blocks and inline code spans (where JSON may legitimately be quoted)."""
+    parts: list[str] = []
+    for token in tokens:
+        if token.type in ("fence", "code_block", "code_inline"):
             continue
-        prose.append(token.content)
-    text = "\n".join(prose)
-    return [word for word in EDITORJS_SYNTAX if word in text]
+        if token.children:
+            parts.extend(_prose(token.children))
+        elif token.content:
+            parts.append(token.content)
+    return parts
+
+
+def editorjs_structure_leaks(markdown: str) -> list[str]:
+    """Editor.js JSON structure found in prose: what a BLK document's raw JSON leaves behind."""
+    if not any(word in markdown for word in EDITORJS_SYNTAX):
+        return []
+    text = "\n".join(_prose(_PARSER.parse(markdown)))
+    return [found[0] for pattern in _STRUCTURE if (found := pattern.search(text))]
 
 
 def forbidden_characters(text: str, limit: int = 5) -> str | None:

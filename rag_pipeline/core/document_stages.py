@@ -1,28 +1,32 @@
 """The per-document transforms of the shared chain: raw → Markdown → sanitized → chunks.
 
-Pure functions over `StageRecord`s; the Dagster assets only plan, call these and store.
+Pure functions over typed records; the Dagster assets only plan, call these and store.
 """
 
-from collections.abc import Callable
-from dataclasses import asdict
+import dataclasses
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from rag_pipeline.core.chunking import ChunkingSettings, TokenCounter, chunk_markdown
+from rag_pipeline.core.chunking import CHUNKER_VERSION, ChunkingSettings, TokenCounter
+from rag_pipeline.core.chunking import chunk_markdown as cut_markdown
 from rag_pipeline.core.frontmatter import split_front_matter
-from rag_pipeline.core.incremental import StageRecord
-from rag_pipeline.core.languages import DEFAULT_LANGUAGE
 from rag_pipeline.core.models import SourceFormat
 from rag_pipeline.core.normalize import to_markdown
+from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, RawRecord, SanitizedRecord
 from rag_pipeline.core.sanitize import SANITIZER_VERSION, sanitize_text
+from rag_pipeline.core.source import ChainOptions
 
 # Bump when the Markdown stage's own logic (not the converters' output) changes.
-MARKDOWN_STAGE_VERSION = "1"
+MARKDOWN_STAGE_VERSION = "2"
 
 
-def markdown_fingerprint() -> str:
-    """Settings identity of the Markdown stage."""
-    return f"markdown:{MARKDOWN_STAGE_VERSION}"
+def markdown_fingerprint(options: ChainOptions) -> str:
+    """Settings identity of the Markdown stage for a source's chain options."""
+    return (
+        f"markdown:{MARKDOWN_STAGE_VERSION}:front_matter={options.front_matter}"
+        f":lang={options.default_language}"
+    )
 
 
 def sanitize_fingerprint() -> str:
@@ -30,72 +34,92 @@ def sanitize_fingerprint() -> str:
     return f"sanitize:{SANITIZER_VERSION}"
 
 
-def to_markdown_record(raw: StageRecord) -> StageRecord:
-    """Convert a raw document to canonical Markdown, with its title and metadata resolved."""
-    meta = dict(raw.meta)
-    fmt = SourceFormat(meta["original_format"])
-    body = raw.body
-    front: dict[str, Any] = {}
-    if fmt is SourceFormat.MARKDOWN:
-        front, body = split_front_matter(body)
-    converted = to_markdown(body, fmt, base_url=meta.get("url") or None)
-    title = (
-        _string(front.get("title"))
-        or meta.get("title")
-        or _string(converted.metadata.get("title"))  # an HTML page's <title>
-        or converted.first_heading
-    )
-    meta["title"] = title or PurePosixPath(meta["source_id"]).stem.replace("-", " ")
-    meta["language"] = (
-        _string(front.get("language") or front.get("lang"))
-        or meta.get("language")
-        or DEFAULT_LANGUAGE
-    )
-    meta["breadcrumb"] = _string(front.get("breadcrumb")) or meta.get("breadcrumb", "")
-    meta["metadata"] = {**meta.get("metadata", {}), **front, "conversion": converted.metadata}
-    return StageRecord(raw.doc_key, meta, converted.markdown)
+def chunk_fingerprint(settings: ChunkingSettings, model_id: str) -> str:
+    """Settings identity of the chunk stage: token counts depend on the model's tokenizer."""
+    return f"chunks:{settings.fingerprint()}:{model_id}"
 
 
-def sanitize_record(record: StageRecord) -> StageRecord:
+def code_versions() -> dict[str, str]:
+    """The code version of each stage, shown in the Dagster UI (changes mean re-processing)."""
+    return {
+        "markdown": MARKDOWN_STAGE_VERSION,
+        "sanitized": SANITIZER_VERSION,
+        "chunks": CHUNKER_VERSION,
+    }
+
+
+@dataclass(frozen=True)
+class MarkdownStage:
+    """raw → Markdown for one source (picklable, so it can run in worker processes)."""
+
+    options: ChainOptions
+
+    def __call__(self, raw: RawRecord) -> MarkdownRecord:
+        """Convert a raw document to canonical Markdown, with title and language resolved."""
+        info = raw.info
+        body = raw.body
+        front: dict[str, Any] = {}
+        if self.options.front_matter and info.original_format is SourceFormat.MARKDOWN:
+            front, body = split_front_matter(body)
+        converted = to_markdown(body, info.original_format, base_url=info.url or None)
+        title = (
+            _string(front.get("title"))
+            or info.title
+            or _string(converted.metadata.get("title"))  # an HTML page's <title>
+            or converted.first_heading
+            or PurePosixPath(info.source_id).stem.replace("-", " ")
+        )
+        language = (
+            _string(front.get("language") or front.get("lang"))
+            or info.language
+            or self.options.default_language
+        )
+        info = dataclasses.replace(
+            info,
+            title=title,
+            language=language,
+            breadcrumb=_string(front.get("breadcrumb")) or info.breadcrumb,
+            metadata={**info.metadata, **front},
+        )
+        return MarkdownRecord(raw.key, info, converted.markdown, converted.metadata)
+
+
+def sanitize_record(record: MarkdownRecord) -> SanitizedRecord:
     """Clean the Markdown and the document's text fields for storage and embedding."""
     result = sanitize_text(record.body)
-    meta = dict(record.meta)
-    for key in ("title", "breadcrumb"):
-        meta[key] = sanitize_text(str(meta.get(key, ""))).text.strip()
-    meta["sanitizer_version"] = SANITIZER_VERSION
-    meta["sanitize_counts"] = result.counts
-    return StageRecord(record.doc_key, meta, result.text)
-
-
-def chunk_record(
-    record: StageRecord, *, count_tokens: TokenCounter, settings: ChunkingSettings
-) -> StageRecord:
-    """Split a sanitized document into parents (sections) and token-bounded chunks."""
-    sections, chunks = chunk_markdown(
-        record.body,
-        title=record.meta["title"],
-        breadcrumb=record.meta.get("breadcrumb", ""),
-        count_tokens=count_tokens,
-        settings=settings,
+    info = dataclasses.replace(
+        record.info,
+        title=sanitize_text(record.info.title).text.strip(),
+        breadcrumb=sanitize_text(record.info.breadcrumb).text.strip(),
     )
-    meta = dict(record.meta)
-    meta["chunker_fingerprint"] = settings.fingerprint()
-    meta["sections"] = [_section_dict(section) for section in sections]
-    meta["chunks"] = [asdict(chunk) for chunk in chunks]
-    return StageRecord(record.doc_key, meta, record.body)
+    return SanitizedRecord(record.key, info, result.text, SANITIZER_VERSION, result.counts)
 
 
-def chunker(
-    count_tokens: TokenCounter, settings: ChunkingSettings
-) -> Callable[[StageRecord], StageRecord]:
-    """The chunk transform bound to a model's token counter and the chunk settings."""
-    return lambda record: chunk_record(record, count_tokens=count_tokens, settings=settings)
+@dataclass(frozen=True)
+class ChunkStage:
+    """sanitized → sections and chunks, bound to a model's token counter and the settings."""
 
+    count_tokens: TokenCounter
+    settings: ChunkingSettings
 
-def _section_dict(section: Any) -> dict[str, Any]:
-    data = asdict(section)
-    data["heading_path"] = list(section.heading_path)
-    return data
+    def __call__(self, record: SanitizedRecord) -> ChunkedRecord:
+        """Split a sanitized document into parents (sections) and token-bounded chunks."""
+        sections, chunks = cut_markdown(
+            record.body,
+            title=record.info.title,
+            breadcrumb=record.info.breadcrumb,
+            count_tokens=self.count_tokens,
+            settings=self.settings,
+        )
+        return ChunkedRecord(
+            record.key,
+            record.info,
+            record.body,
+            record.sanitizer_version,
+            self.settings.fingerprint(),
+            tuple(sections),
+            tuple(chunks),
+        )
 
 
 def _string(value: Any) -> str:

@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-int8"
 BUNDLED_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 BUNDLED_MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
+# Padded tokens per inference batch (32 full-length MiniLM chunks).
+DEFAULT_BATCH_TOKENS = 8192
 _BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "model" / "all-MiniLM-L6-v2"
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -113,11 +115,18 @@ class Embedder:
         models_dir: Path,
         threads: int | None = None,
         batch_size: int = 64,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
     ) -> None:
-        """Load the model named by `spec`; nothing is downloaded unless it allows it."""
+        """Load the model named by `spec`; nothing is downloaded unless it allows it.
+
+        A batch holds at most `batch_size` texts and `batch_tokens` padded tokens: the
+        activations ONNX Runtime allocates grow with texts × longest text, so bounding tokens
+        (not texts) bounds memory whatever the chunk lengths.
+        """
         from fastembed import TextEmbedding
 
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         model_dir: Path | None
         if spec.name == BUNDLED_MODEL_ID and spec.local_path is None:
             model_dir = assemble_bundled_model(models_dir)
@@ -144,6 +153,9 @@ class Embedder:
                 threads=threads,
                 specific_model_path=str(model_dir) if model_dir else None,
                 local_files_only=not spec.allow_download,
+                # The arena keeps the largest batch's activations for the process's lifetime;
+                # without it memory follows the current batch (measured: benchmarks/ingest.py).
+                enable_cpu_mem_arena=False,
             )
         except Exception as exc:  # fastembed raises ValueError, OSError or its own errors
             hint = (
@@ -181,20 +193,45 @@ class Embedder:
         Texts are embedded sorted by length so each batch pads to similar lengths, which cuts
         the wasted attention over padding by several times on mixed-length chunks.
         """
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = list(
-            self._model.passage_embed([texts[i] for i in order], batch_size=self.batch_size)
-        )
         result = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for position, index in enumerate(order):
-            result[index] = vectors[position]
+        if not texts:
+            return result
+        lengths = self.count_tokens_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        for batch in token_bounded_batches(
+            [lengths[i] for i in order], self.batch_size, self.batch_tokens
+        ):
+            indexes = [order[position] for position in batch]
+            vectors = self._model.passage_embed([texts[i] for i in indexes], batch_size=len(batch))
+            for index, vector in zip(indexes, vectors, strict=True):
+                result[index] = vector
         return result
 
     def embed_query(self, query: str) -> NDArray[np.float32]:
         """The vector of a search query (models with query prefixes get theirs)."""
         return np.asarray(next(iter(self._model.query_embed([query]))), dtype=np.float32)
+
+
+def token_bounded_batches(
+    lengths: Sequence[int], max_texts: int, max_tokens: int
+) -> list[list[int]]:
+    """Positions of length-sorted texts grouped so that texts × longest ≤ `max_tokens`.
+
+    A text longer than `max_tokens` alone still forms a batch of one.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for position, length in enumerate(lengths):
+        widest = max(longest, length)
+        if current and (len(current) >= max_texts or widest * (len(current) + 1) > max_tokens):
+            batches.append(current)
+            current, widest = [], length
+        current.append(position)
+        longest = widest
+    if current:
+        batches.append(current)
+    return batches
 
 
 def _register_custom(name: str, *, dim: int) -> None:

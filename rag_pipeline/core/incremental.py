@@ -4,78 +4,40 @@ A stage remembers, per document, the hash of the input it was computed from (the
 content hash combined with the stage's own settings fingerprint). A document whose input hash
 is unchanged costs nothing; a document that fails keeps its previous output, so the previous
 good version stays searchable while the failure is recorded.
+
+Documents stream through a stage in batches: a batch is loaded, transformed and handed to
+`store` before the next is loaded, so no stage holds every document's body at once.
 """
 
 import logging
 import multiprocessing
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
-from rag_pipeline.core.ids import content_hash, stable_id
+from rag_pipeline.core.ids import stable_id
 from rag_pipeline.core.models import FailedDocument
 
 logger = logging.getLogger(__name__)
 
 # Below this many documents a process pool costs more than it saves.
 PARALLEL_MIN_DOCUMENTS = 200
-_PARALLEL_BATCH = 32
+# Documents loaded, transformed and stored together: bounds a stage's memory.
+BATCH_DOCUMENTS = 64
+_PARALLEL_CHUNK = 16
 
-
-@dataclass(frozen=True)
-class StageRecord:
-    """One document's output of a stage: JSON metadata and its main text."""
-
-    doc_key: str
-    meta: dict[str, Any]
-    body: str
-
-    @property
-    def content_hash(self) -> str:
-        """What downstream stages compare to see whether this record changed."""
-        return content_hash(self.meta, self.body)
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 
 @dataclass(frozen=True)
 class Plan:
     """Which documents a stage must compute now, and which it keeps as they are."""
 
-    todo: dict[str, str]  # doc_key -> input hash
+    todo: dict[str, str]  # doc key -> input hash
     kept: frozenset[str]
-
-
-@dataclass
-class StageOutput:
-    """What a stage materializes for one partition.
-
-    After it is stored, the partition holds exactly `changed` ∪ `kept`: every other document
-    of the partition is gone (it disappeared upstream).
-    """
-
-    source_type: str
-    partition_key: str
-    changed: dict[str, tuple[str, StageRecord]] = field(default_factory=dict)
-    kept: set[str] = field(default_factory=set)
-    failed: list[FailedDocument] = field(default_factory=list)
-    previous_keys: frozenset[str] = frozenset()
-
-    @property
-    def deleted(self) -> set[str]:
-        """Documents stored before that this output no longer holds."""
-        return set(self.previous_keys) - set(self.changed) - self.kept
-
-    def counts(self) -> dict[str, int]:
-        """New / changed / unchanged / deleted / failed document counts."""
-        new = sum(1 for key in self.changed if key not in self.previous_keys)
-        return {
-            "new": new,
-            "changed": len(self.changed) - new,
-            "unchanged": len(self.kept - {f.source_id for f in self.failed}),
-            "deleted": len(self.deleted),
-            "failed": len(self.failed),
-        }
 
 
 def input_hash(upstream_hash: str, fingerprint: str) -> str:
@@ -102,83 +64,61 @@ def plan(
     return Plan(todo=todo, kept=frozenset(kept))
 
 
+@dataclass
+class StageSummary:
+    """What a stage did for one partition: counts and failures, never document bodies.
+
+    `written` are the documents computed now (`new` of them never stored before); `kept`
+    the ones left as they were (unchanged, or failed with a previous version to keep).
+    """
+
+    stage: str
+    written: list[str] = field(default_factory=lambda: [])
+    new: int = 0
+    kept: set[str] = field(default_factory=lambda: set())
+    failed: list[FailedDocument] = field(default_factory=lambda: [])
+    preview_key: str = ""
+    preview_text: str = ""
+
+    def fail(self, key: str, reason: str, previous_inputs: Mapping[str, str]) -> None:
+        """Record a failure; the document's previous output (if any) stays as it was."""
+        self.failed.append(FailedDocument(key, self.stage, reason))
+        if key in previous_inputs:
+            self.kept.add(key)
+
+    def counts(self) -> dict[str, int]:
+        """New / changed / unchanged / failed document counts."""
+        failed = {f.source_id for f in self.failed}
+        return {
+            "new": self.new,
+            "changed": len(self.written) - self.new,
+            "unchanged": len(self.kept - failed),
+            "failed": len(failed),
+        }
+
+
 @dataclass(frozen=True)
-class _Outcome:
+class _Outcome(Generic[Out]):
     """A transform's result for one document, or why it failed (picklable)."""
 
-    doc_key: str
-    result: StageRecord | None
+    key: str
+    result: Out | None
     reason: str = ""
     trace: str = ""
 
 
-def _apply(transform: Callable[[StageRecord], StageRecord], record: StageRecord) -> _Outcome:
+def _apply(transform: Callable[[In], Out], key: str, record: In) -> _Outcome[Out]:
     try:
-        return _Outcome(record.doc_key, transform(record))
+        return _Outcome(key, transform(record))
     except Exception as exc:  # one bad document must not stop the partition
         reason, expected = failure_reason(exc)
-        return _Outcome(record.doc_key, None, reason, "" if expected else traceback.format_exc())
+        return _Outcome(key, None, reason, "" if expected else traceback.format_exc())
 
 
 def _apply_batch(
-    transform: Callable[[StageRecord], StageRecord], records: Sequence[StageRecord]
-) -> list[_Outcome]:
-    return [_apply(transform, record) for record in records]
-
-
-def _outcomes(
-    transform: Callable[[StageRecord], StageRecord],
-    records: Iterable[StageRecord],
-    workers: int,
-) -> Iterator[_Outcome]:
-    if workers <= 1:
-        yield from (_apply(transform, record) for record in records)
-        return
-    batch = list(records)
-    if len(batch) < PARALLEL_MIN_DOCUMENTS:
-        yield from (_apply(transform, record) for record in batch)
-        return
-    # forkserver, not fork: the caller may be a multi-threaded process (the CLI runs the job
-    # in a thread), and forking one can copy a lock another thread holds.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([transform.__module__])
-    batches = [batch[i : i + _PARALLEL_BATCH] for i in range(0, len(batch), _PARALLEL_BATCH)]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for outcomes in pool.map(_apply_batch, [transform] * len(batches), batches):
-            yield from outcomes
-
-
-def run_stage(
-    *,
-    source_type: str,
-    partition_key: str,
-    stage: str,
-    work: Plan,
-    previous_inputs: Mapping[str, str],
-    load: Callable[[list[str]], Iterable[StageRecord]],
-    transform: Callable[[StageRecord], StageRecord],
-    workers: int = 1,
-) -> StageOutput:
-    """Compute the planned documents; a failure is recorded, never fatal.
-
-    With `workers` > 1 and enough documents, they are computed in that many processes;
-    `transform` must then be a module-level function (it is pickled).
-    """
-    output = StageOutput(
-        source_type=source_type,
-        partition_key=partition_key,
-        kept=set(work.kept),
-        previous_keys=frozenset(previous_inputs),
-    )
-    for outcome in _outcomes(transform, load(sorted(work.todo)), workers):
-        if outcome.result is None:
-            if outcome.trace:
-                # Not an input problem we expect: keep the traceback for whoever debugs it.
-                logger.error("%s failed on %s:\n%s", stage, outcome.doc_key, outcome.trace)
-            record_failure(output, outcome.doc_key, stage, outcome.reason, previous_inputs)
-            continue
-        output.changed[outcome.doc_key] = (work.todo[outcome.doc_key], outcome.result)
-    return output
+    transform: Callable[[In], Out], items: Sequence[tuple[str, In]]
+) -> list[_Outcome[Out]]:
+    return [_apply(transform, key, record) for key, record in items]
 
 
 def failure_reason(error: BaseException) -> tuple[str, bool]:
@@ -189,20 +129,76 @@ def failure_reason(error: BaseException) -> tuple[str, bool]:
     return f"{type(error).__name__}: {reason}", False
 
 
-def record_failure(
-    output: StageOutput,
-    doc_key: str,
+def _batches(keys: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(keys), size):
+        yield list(keys[start : start + size])
+
+
+def _pool(workers: int) -> Executor:
+    # forkserver, not fork: the caller may be a multi-threaded process (the CLI runs the job
+    # in a thread), and forking one can copy a lock another thread holds.
+    context = multiprocessing.get_context("forkserver")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
+def run_stage(
+    *,
     stage: str,
-    error: BaseException | str,
+    work: Plan,
     previous_inputs: Mapping[str, str],
-) -> None:
-    """Mark a document failed; its previous output (if any) stays as it was."""
-    if isinstance(error, BaseException):
-        reason, expected = failure_reason(error)
-        if not expected:
-            logger.error("%s failed on %s", stage, doc_key, exc_info=error)
-    else:
-        reason = error
-    output.failed.append(FailedDocument(source_id=doc_key, stage=stage, reason=reason))
-    if doc_key in previous_inputs:
-        output.kept.add(doc_key)
+    load: Callable[[Sequence[str]], Iterable[tuple[str, In]]],
+    transform: Callable[[In], Out],
+    store: Callable[[list[tuple[str, str, Out]]], None],
+    reject: Callable[[Out], str | None] | None = None,
+    preview: Callable[[Out], str] | None = None,
+    workers: int = 1,
+) -> StageSummary:
+    """Compute the planned documents batch by batch; a failure is recorded, never fatal.
+
+    `load(keys)` yields `(key, input record)` pairs; `store(rows)` persists a batch of
+    `(key, input hash, output)`; `reject(output)` is a per-document rule whose reason, when
+    it returns one, fails that document alone. With `workers` > 1 and enough documents, the
+    transform runs in that many processes (`transform` is then pickled).
+    """
+    summary = StageSummary(stage=stage, kept=set(work.kept))
+    keys = sorted(work.todo)
+    parallel = workers > 1 and len(keys) >= PARALLEL_MIN_DOCUMENTS
+    pool = _pool(workers) if parallel else None
+    try:
+        for batch in _batches(keys, BATCH_DOCUMENTS * (workers if parallel else 1)):
+            items = list(load(batch))
+            if pool is not None:
+                chunks = [
+                    items[i : i + _PARALLEL_CHUNK] for i in range(0, len(items), _PARALLEL_CHUNK)
+                ]
+                outcomes = [
+                    o
+                    for group in pool.map(_apply_batch, [transform] * len(chunks), chunks)
+                    for o in group
+                ]
+            else:
+                outcomes = _apply_batch(transform, items)
+            rows: list[tuple[str, str, Out]] = []
+            for outcome in outcomes:
+                result = outcome.result
+                if result is None:
+                    if outcome.trace:
+                        # Not an input problem we expect: keep the traceback for debugging.
+                        logger.error("%s failed on %s:\n%s", stage, outcome.key, outcome.trace)
+                    summary.fail(outcome.key, outcome.reason, previous_inputs)
+                    continue
+                reason = reject(result) if reject is not None else None
+                if reason:
+                    summary.fail(outcome.key, reason, previous_inputs)
+                    continue
+                rows.append((outcome.key, work.todo[outcome.key], result))
+            store(rows)
+            for key, _, result in rows:
+                summary.written.append(key)
+                summary.new += key not in previous_inputs
+                if preview is not None and not summary.preview_key:
+                    summary.preview_key, summary.preview_text = key, preview(result)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return summary

@@ -1,4 +1,4 @@
-"""Every resource and IO manager, registered once."""
+"""Every shared resource and IO manager, registered once, and the default executor."""
 
 import dagster as dg
 
@@ -6,21 +6,23 @@ from rag_pipeline.io_managers.pgvector import PgVectorIOManager
 from rag_pipeline.io_managers.stage import StageIOManager
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
+from rag_pipeline.settings import load_settings
 
 
 @dg.definitions
 def resources() -> dg.Definitions:
     """The vector database, the embedding model and the IO managers that write to Postgres.
 
-    The resources take their settings from the `RAG_*` environment variables when a run starts
-    (see `rag_pipeline.settings`), not here: an unset variable means "use the default", which
-    `dg.EnvVar` cannot express for optional values.
+    The model and chunk settings show their effective defaults (from `RAG_*` when the code
+    location loaded); the database URL is read from `RAG_VECTORDB_*` when a run starts, so the
+    UI never shows a secret.
     """
-    vectordb = VectorDBResource()
+    settings = load_settings()
+    vectordb = VectorDBResource(home=str(settings.home))
     return dg.Definitions(
         resources={
             "vectordb": vectordb,
-            "embedder": EmbedderResource(),
+            "embedder": EmbedderResource.from_settings(settings),
             "stage_io_manager": StageIOManager(vectordb=vectordb),
             "pgvector_io_manager": PgVectorIOManager(vectordb=vectordb),
         }

@@ -1,9 +1,10 @@
 """The pgvector IO manager: writes the searchable index of one partition in one transaction.
 
 It follows Dagster's DbIOManager algorithm (slice by partition, replace, bulk load with binary
-COPY after `register_vector`), made incremental: unchanged documents are declared, not
-re-sent, and stay untouched; so re-materializing a partition never duplicates a row and a
-failed run leaves the previous version fully searchable.
+COPY after `register_vector`), made incremental: unchanged documents are not re-sent and stay
+untouched, changed ones are streamed from the chunks stage in batches with their vectors from
+the embedding cache, documents no partition lists any more are deleted. A failed run leaves the
+previous version fully searchable; re-materializing never duplicates a row.
 """
 
 from dataclasses import dataclass, field
@@ -12,22 +13,28 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.core.models import FailedDocument
-from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, single_partition
+from rag_pipeline.core.records import ChunkedRecord
+from rag_pipeline.indexing import indexed_documents
+from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, source_of
 from rag_pipeline.resources.vectordb import VectorDBResource
-from rag_pipeline.store import index, runs
-from rag_pipeline.store.index import IndexedDocument
+from rag_pipeline.store import index, runs, stages
+from rag_pipeline.store.locks import lock_key
+
+# Documents built and copied together inside the transaction: bounds memory.
+_WRITE_BATCH = 64
 
 
 @dataclass
 class IndexOutput:
-    """One partition's index: the documents to (re)write and the ones that stay as they are."""
+    """One partition's index: the documents to (re)write, and what the run did."""
 
     source_type: str
     partition_key: str
-    documents: list[IndexedDocument] = field(default_factory=list)
-    kept_doc_keys: set[str] = field(default_factory=set)
-    failed: list[FailedDocument] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
+    chunks_asset: str
+    model_id: str
+    ready: dict[str, str] = field(default_factory=lambda: {})  # key -> input hash
+    failed: list[FailedDocument] = field(default_factory=lambda: [])
+    stats: dict[str, Any] = field(default_factory=lambda: {})
 
 
 class PgVectorIOManager(dg.ConfigurableIOManager):
@@ -36,35 +43,42 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
     vectordb: dg.ResourceDependency[VectorDBResource]
 
     def handle_output(self, context: dg.OutputContext, obj: IndexOutput) -> None:
-        """Replace the partition's slice of the index, record the run and its failures."""
+        """Update the partition's slice of the index, record the run and its failures."""
         partition_key = output_partition(context, obj.partition_key)
-        with self.vectordb.connect() as conn:
-            with conn.transaction():
-                written = index.replace_partition(
-                    conn,
-                    source_type=obj.source_type,
-                    partition_key=partition_key,
-                    documents=obj.documents,
-                    kept_doc_keys=sorted(obj.kept_doc_keys),
+        keys = sorted(obj.ready)
+        with self.vectordb.connect() as conn, conn.transaction():
+            # Two partitions may list one document: their writes to it take turns.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("index", obj.source_type),))
+            deleted = index.delete_orphans(conn, obj.source_type)
+            for start in range(0, len(keys), _WRITE_BATCH):
+                batch = keys[start : start + _WRITE_BATCH]
+                records = (
+                    (key, obj.ready[key], record)
+                    for key, record in stages.load_records(
+                        conn, obj.chunks_asset, ChunkedRecord, batch
+                    )
                 )
-                runs.record_errors(
-                    conn,
-                    run_id=context.run_id,
-                    source_type=obj.source_type,
-                    partition_key=partition_key,
-                    failures=obj.failed,
-                )
-                runs.record_run(
-                    conn,
-                    run_id=context.run_id,
-                    source_type=obj.source_type,
-                    partition_key=partition_key,
-                    stats={**obj.stats, **written},
-                )
+                index.write_documents(conn, list(indexed_documents(conn, records, obj.model_id)))
+            stats = {**obj.stats, "documents_deleted": deleted}
+            runs.record_errors(
+                conn,
+                run_id=context.run_id,
+                source_type=obj.source_type,
+                partition_key=partition_key,
+                failures=obj.failed,
+            )
+            runs.record_run(
+                conn,
+                run_id=context.run_id,
+                source_type=obj.source_type,
+                partition_key=partition_key,
+                stats=stats,
+            )
             counts = index.partition_counts(conn, obj.source_type, partition_key)
         context.add_output_metadata(
             {
                 PARTITION_ROW_COUNT: counts["chunks"],
+                "documents_deleted": deleted,
                 "documents_in_partition": counts["documents"],
                 "sections_in_partition": counts["sections"],
             }
@@ -72,8 +86,6 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> dict[str, int]:
         """Row counts of the partition's index (what a downstream check needs)."""
-        vectordb = self.vectordb
-        with vectordb.connect() as conn:
-            # The asset key is `<source>_embeddings`.
-            source_type = context.asset_key.path[-1].removesuffix("_embeddings")
-            return index.partition_counts(conn, source_type, single_partition(context))
+        with self.vectordb.connect() as conn:
+            source_type = source_of(context.asset_key)
+            return index.partition_counts(conn, source_type, context.asset_partition_key)

@@ -1,21 +1,44 @@
 """IO manager for the intermediate stages (raw, markdown, sanitized, chunks): jsonb per document.
 
-Storing follows Dagster's DbIOManager algorithm: the slice of the asset's partition is replaced
-in one transaction. Loading is lazy: downstream gets every document's content hash and fetches
-only the bodies it has to recompute, so an unchanged partition costs a hash comparison.
+A stage writes its documents' rows batch by batch as it computes them (bounded memory: see
+`core/incremental.py`); the IO manager then completes the partition in one transaction:
+the raw stage's listing becomes the partition's membership, rows of documents no partition
+lists any more are deleted, failures are recorded. Loading is lazy: downstream gets every
+document's content hash and fetches only the bodies it has to recompute.
 """
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.core.incremental import StageOutput, StageRecord
+from rag_pipeline.core.incremental import StageSummary
+from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, RawRecord, SanitizedRecord
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import runs, stages
 
 # Dagster's standard key (TableMetadataSet's, which 1.13 does not export at top level).
 PARTITION_ROW_COUNT = "dagster/partition_row_count"
+STAGE_RECORDS: dict[str, type[Any]] = {
+    "raw": RawRecord,
+    "markdown": MarkdownRecord,
+    "sanitized": SanitizedRecord,
+    "chunks": ChunkedRecord,
+}
+
+
+@dataclass
+class StageOutput:
+    """What a stage step hands its IO manager: a summary, never the documents themselves.
+
+    `members` is set by the raw stage only: every document the partition lists now.
+    """
+
+    source_type: str
+    partition_key: str
+    summary: StageSummary
+    members: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -24,17 +47,25 @@ class StageView:
 
     vectordb: VectorDBResource
     asset_key: str
+    source_type: str
     partition_key: str
 
-    def content_hashes(self) -> dict[str, str]:
-        """doc_key → content hash of every document the stage holds."""
-        with self.vectordb.connect() as conn:
-            return stages.stored_hashes(conn, self.asset_key, self.partition_key)[1]
+    @property
+    def record_type(self) -> type[Any]:
+        """The record class this stage stores."""
+        return STAGE_RECORDS[self.asset_key.rsplit("_", 1)[-1]]
 
-    def load(self, doc_keys: Sequence[str]) -> Iterator[StageRecord]:
-        """The records of the given documents."""
+    def content_hashes(self) -> dict[str, str]:
+        """doc key → content hash of every document of the partition the stage holds."""
         with self.vectordb.connect() as conn:
-            yield from stages.load_records(conn, self.asset_key, self.partition_key, doc_keys)
+            return stages.partition_hashes(
+                conn, self.asset_key, self.source_type, self.partition_key
+            )[1]
+
+    def load(self, keys: Sequence[str]) -> Iterator[tuple[str, Any]]:
+        """`(key, record)` of the given documents."""
+        with self.vectordb.connect() as conn:
+            yield from stages.load_records(conn, self.asset_key, self.record_type, keys)
 
 
 def single_partition(context: dg.InputContext | dg.OutputContext) -> str:
@@ -57,28 +88,45 @@ def output_partition(context: dg.OutputContext, declared: str) -> str:
     return partition_key
 
 
+def source_of(asset_key: dg.AssetKey) -> str:
+    """The source type of a chain asset (`wiki_markdown` → `wiki`)."""
+    return asset_key.path[-1].rsplit("_", 1)[0]
+
+
 class StageIOManager(dg.ConfigurableIOManager):
-    """Stores `StageOutput`s in `rag.stage_documents` and hands downstream a `StageView`."""
+    """Completes a stage's partition in `rag.stage_documents`; hands downstream a `StageView`."""
 
     vectordb: dg.ResourceDependency[VectorDBResource]
 
     def handle_output(self, context: dg.OutputContext, obj: StageOutput) -> None:
-        """Replace the partition's slice of the stage with the output, with its failures."""
+        """Apply the listing, drop orphaned rows and record the failures, in one transaction."""
         partition_key = output_partition(context, obj.partition_key)
         asset_key = context.asset_key.to_user_string()
+        orphaned = 0
         with self.vectordb.connect() as conn, conn.transaction():
-            stages.write_stage(conn, asset_key, obj, context.run_id)
+            if obj.members is not None:
+                orphaned = stages.set_partition_members(
+                    conn, obj.source_type, partition_key, obj.members
+                )
+            stages.delete_orphans(conn, asset_key, obj.source_type)
             runs.record_errors(
                 conn,
                 run_id=context.run_id,
                 source_type=obj.source_type,
                 partition_key=partition_key,
-                failures=obj.failed,
+                failures=obj.summary.failed,
             )
-        context.add_output_metadata({PARTITION_ROW_COUNT: len(obj.changed) + len(obj.kept)})
+            rows = len(stages.partition_hashes(conn, asset_key, obj.source_type, partition_key)[0])
+        metadata: dict[str, Any] = {PARTITION_ROW_COUNT: rows}
+        if obj.members is not None:
+            metadata["documents_deleted"] = orphaned
+        context.add_output_metadata(metadata)
 
     def load_input(self, context: dg.InputContext) -> StageView:
         """A lazy view of the upstream stage's partition."""
         return StageView(
-            self.vectordb, context.asset_key.to_user_string(), single_partition(context)
+            self.vectordb,
+            context.asset_key.to_user_string(),
+            source_of(context.asset_key),
+            single_partition(context),
         )

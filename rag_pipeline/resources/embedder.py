@@ -1,7 +1,7 @@
 """The embedding model as a Dagster resource, loaded once per process."""
 
 import dagster as dg
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.runtime import load_embedder
@@ -9,31 +9,43 @@ from rag_pipeline.settings import Settings, load_settings
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """fastembed over the configured model (default: the bundled int8 all-MiniLM-L6-v2).
+    """fastembed over the configured model, and how text is cut for it.
 
-    Unset fields come from `RAG_EMBEDDING_*` when the resource is set up for a run.
+    The defaults shown in the UI are the `RAG_EMBEDDING_*` / `RAG_CHUNK_*` settings when the
+    code location loaded; the launchpad can override any of them for one run.
     """
 
-    model: str | None = None
-    model_path: str | None = None
-    threads: int | None = None
+    model: str = Field(default="all-MiniLM-L6-v2-int8", description="RAG_EMBEDDING_MODEL")
+    model_path: str | None = Field(default=None, description="RAG_EMBEDDING_MODEL_PATH")
+    threads: int | None = Field(default=None, description="RAG_EMBEDDING_THREADS")
+    batch_size: int = Field(default=64, description="RAG_EMBEDDING_BATCH_SIZE: texts per batch")
+    batch_tokens: int = Field(
+        default=8192, description="RAG_EMBEDDING_BATCH_TOKENS: padded tokens per batch"
+    )
+    chunk_target_tokens: int = Field(default=200, description="RAG_CHUNK_TARGET_TOKENS")
+    chunk_overlap_sentences: int = Field(default=1, description="RAG_CHUNK_OVERLAP_SENTENCES")
 
     _embedder: Embedder | None = PrivateAttr(default=None)
     _settings: Settings | None = PrivateAttr(default=None)
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "EmbedderResource":
+        """The resource with the given settings as its defaults."""
+        return cls(
+            model=settings.embedding_model,
+            model_path=str(settings.embedding_model_path)
+            if settings.embedding_model_path
+            else None,
+            threads=settings.embedding_threads,
+            batch_size=settings.embedding_batch_size,
+            batch_tokens=settings.embedding_batch_tokens,
+            chunk_target_tokens=settings.chunk_target_tokens,
+            chunk_overlap_sentences=settings.chunk_overlap_sentences,
+        )
+
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Load the model before the step runs, so a bad model fails the step at once."""
         self._embedder = load_embedder(self.settings)
-
-    def _effective_settings(self) -> Settings:
-        overrides: dict[str, object] = {}
-        if self.model:
-            overrides["embedding_model"] = self.model
-        if self.model_path:
-            overrides["embedding_model_path"] = self.model_path
-        if self.threads:
-            overrides["embedding_threads"] = self.threads
-        return load_settings(**overrides)
 
     @property
     def embedder(self) -> Embedder:
@@ -44,7 +56,18 @@ class EmbedderResource(dg.ConfigurableResource):
 
     @property
     def settings(self) -> Settings:
-        """The settings the model was loaded with."""
+        """The settings the model is loaded with: this resource's fields over the environment."""
         if self._settings is None:
-            self._settings = self._effective_settings()
+            overrides: dict[str, object] = {
+                "embedding_model": self.model,
+                "embedding_batch_size": self.batch_size,
+                "embedding_batch_tokens": self.batch_tokens,
+                "chunk_target_tokens": self.chunk_target_tokens,
+                "chunk_overlap_sentences": self.chunk_overlap_sentences,
+            }
+            if self.model_path:
+                overrides["embedding_model_path"] = self.model_path
+            if self.threads:
+                overrides["embedding_threads"] = self.threads
+            self._settings = load_settings(**overrides)
         return self._settings

@@ -1,9 +1,10 @@
 """The searchable index: documents, sections (parents) and chunks with their vectors.
 
-`replace_partition` is the DbIOManager algorithm made incremental: in one transaction, the
-partition's slice ends up holding exactly the documents the run declared (changed ones
-re-inserted with binary COPY, unchanged ones untouched, vanished ones deleted), so a run that
-dies half-way changes nothing and a re-run never duplicates.
+The pgvector IO manager calls these inside one transaction per partition: changed documents
+are re-inserted with binary COPY (in batches), unchanged ones stay untouched, documents no
+partition lists any more are deleted; so a run that dies half-way changes nothing and a re-run
+never duplicates. Documents are keyed by `(source_type, doc_key)`, whatever partition lists
+them.
 """
 
 from collections.abc import Sequence
@@ -54,7 +55,6 @@ class IndexedDocument:
 
     id: str
     source_type: str
-    partition_key: str
     doc_key: str
     source_id: str
     language: str
@@ -76,42 +76,41 @@ class IndexedDocument:
 
 
 def stored_inputs(conn: psycopg.Connection, source_type: str, partition_key: str) -> dict[str, str]:
-    """doc_key → input hash of the documents the index holds for a partition."""
+    """doc_key → input hash of the indexed documents that a partition lists."""
     rows = conn.execute(
-        "SELECT doc_key, input_hash FROM rag.documents"
-        " WHERE source_type = %s AND partition_key = %s",
+        "SELECT d.doc_key, d.input_hash FROM rag.documents d JOIN rag.document_partitions m"
+        " ON m.source_type = d.source_type AND m.doc_key = d.doc_key"
+        " WHERE d.source_type = %s AND m.partition_key = %s",
         (source_type, partition_key),
     ).fetchall()
     return {r[0]: r[1] for r in rows}
 
 
-def replace_partition(
-    conn: psycopg.Connection,
-    *,
-    source_type: str,
-    partition_key: str,
-    documents: Sequence[IndexedDocument],
-    kept_doc_keys: Sequence[str],
-) -> dict[str, int]:
-    """Make the partition hold exactly `documents` ∪ the kept ones; return row counts.
+def delete_orphans(conn: psycopg.Connection, source_type: str) -> int:
+    """Delete the source's documents no partition lists any more; return how many."""
+    return conn.execute(
+        "DELETE FROM rag.documents d WHERE d.source_type = %s AND NOT EXISTS ("
+        " SELECT 1 FROM rag.document_partitions m"
+        " WHERE m.source_type = d.source_type AND m.doc_key = d.doc_key)",
+        (source_type,),
+    ).rowcount
 
-    Must be called inside a transaction (the IO manager opens it), so the delete and the
+
+def write_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocument]) -> None:
+    """Replace the stored versions of `documents` (their sections and chunks cascade).
+
+    Must be called inside a transaction (the IO manager opens it), so the deletes and the
     inserts become visible together.
     """
-    keep = sorted(set(kept_doc_keys) | {d.doc_key for d in documents})
-    deleted = conn.execute(
-        "DELETE FROM rag.documents WHERE source_type = %s AND partition_key = %s"
-        " AND NOT (doc_key = ANY(%s))",
-        (source_type, partition_key, keep),
-    ).rowcount
-    # Superseded versions of the changed documents go; their sections and chunks cascade.
-    conn.execute(
-        "DELETE FROM rag.documents WHERE source_type = %s AND partition_key = %s"
-        " AND doc_key = ANY(%s)",
-        (source_type, partition_key, [d.doc_key for d in documents]),
-    )
+    by_source: dict[str, list[str]] = {}
+    for d in documents:
+        by_source.setdefault(d.source_type, []).append(d.doc_key)
+    for source_type, keys in by_source.items():
+        conn.execute(
+            "DELETE FROM rag.documents WHERE source_type = %s AND doc_key = ANY(%s)",
+            (source_type, keys),
+        )
     _copy_documents(conn, documents)
-    return {"documents_deleted": deleted, "documents_written": len(documents)}
 
 
 def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocument]) -> None:
@@ -120,18 +119,17 @@ def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocumen
     ts_oids = _ts_config_oids(conn, {d.ts_config for d in documents})
     with conn.cursor() as cur:
         with cur.copy(
-            "COPY rag.documents (id, source_type, partition_key, doc_key, source_id, language,"
+            "COPY rag.documents (id, source_type, doc_key, source_id, language,"
             " title, breadcrumb, url, original_format, source_version, content_hash, input_hash,"
             " sanitizer_version, chunker_fingerprint, model_id, metadata, body)"
             " FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["text"] * 16 + ["jsonb", "text"])
+            copy.set_types(["text"] * 15 + ["jsonb", "text"])
             for d in documents:
                 copy.write_row(
                     [
                         d.id,
                         d.source_type,
-                        d.partition_key,
                         d.doc_key,
                         d.source_id,
                         d.language,
@@ -230,15 +228,45 @@ def _ts_config_oids(conn: psycopg.Connection, names: set[str]) -> dict[str, int]
 def partition_counts(
     conn: psycopg.Connection, source_type: str, partition_key: str
 ) -> dict[str, int]:
-    """Documents, sections and chunks the index holds for a partition."""
+    """Documents, sections and chunks the index holds for the documents a partition lists."""
     row = conn.execute(
-        "SELECT count(*),"
-        " (SELECT count(*) FROM rag.sections s JOIN rag.documents d ON d.id = s.document_id"
-        "  WHERE d.source_type = %(s)s AND d.partition_key = %(p)s),"
-        " (SELECT count(*) FROM rag.chunks c JOIN rag.documents d ON d.id = c.document_id"
-        "  WHERE d.source_type = %(s)s AND d.partition_key = %(p)s)"
-        " FROM rag.documents WHERE source_type = %(s)s AND partition_key = %(p)s",
+        "WITH docs AS (SELECT d.id FROM rag.documents d JOIN rag.document_partitions m"
+        "  ON m.source_type = d.source_type AND m.doc_key = d.doc_key"
+        "  WHERE d.source_type = %(s)s AND m.partition_key = %(p)s)"
+        " SELECT (SELECT count(*) FROM docs),"
+        " (SELECT count(*) FROM rag.sections WHERE document_id IN (SELECT id FROM docs)),"
+        " (SELECT count(*) FROM rag.chunks WHERE document_id IN (SELECT id FROM docs))",
         {"s": source_type, "p": partition_key},
     ).fetchone()
     assert row is not None
     return {"documents": int(row[0]), "sections": int(row[1]), "chunks": int(row[2])}
+
+
+def integrity_counts(
+    conn: psycopg.Connection,
+    source_type: str,
+    partition_key: str | None,
+    dimension: int,
+    max_tokens: int,
+) -> dict[str, int]:
+    """Chunks of a partition's documents (all the source's with None) breaking an invariant."""
+    row = conn.execute(
+        "SELECT count(*),"
+        " count(*) FILTER (WHERE s.document_id IS DISTINCT FROM c.document_id),"
+        " count(*) FILTER (WHERE vector_dims(c.embedding) <> %(dim)s),"
+        " count(*) FILTER (WHERE c.token_count > %(max)s)"
+        " FROM rag.chunks c JOIN rag.documents d ON d.id = c.document_id"
+        " LEFT JOIN rag.sections s ON s.id = c.section_id"
+        " WHERE c.source_type = %(source)s AND (%(partition)s::text IS NULL OR EXISTS ("
+        "  SELECT 1 FROM rag.document_partitions m WHERE m.source_type = d.source_type"
+        "  AND m.doc_key = d.doc_key AND m.partition_key = %(partition)s))",
+        {"dim": dimension, "max": max_tokens, "source": source_type, "partition": partition_key},
+    ).fetchone()
+    assert row is not None
+    total, orphans, wrong_dim, over = (int(v) for v in row)
+    return {
+        "chunks": total,
+        "chunks_without_parent": orphans,
+        "chunks_with_wrong_dimension": wrong_dim,
+        "chunks_over_max_tokens": over,
+    }

@@ -1,14 +1,36 @@
-"""Per-document stage rows (`rag.stage_documents`): lineage in SQL and incremental state."""
+"""Per-document stage rows (`rag.stage_documents`) and which partitions list each document.
+
+A stage row is one document's output of one stage (raw, markdown, sanitized, chunks): lineage
+in SQL and the state that makes every stage incremental. Rows are keyed by document, not by
+partition: `rag.document_partitions` says which partitions list a document, and a document
+that no partition lists any more is an orphan, deleted from every stage and the index.
+"""
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from rag_pipeline.core.incremental import StageOutput, StageRecord
+from rag_pipeline.core.records import (
+    ChunkedRecord,
+    MarkdownRecord,
+    RawRecord,
+    SanitizedRecord,
+    record_from,
+    record_hash,
+    record_meta,
+)
 
 _BATCH = 500
+R = TypeVar("R", RawRecord, MarkdownRecord, SanitizedRecord, ChunkedRecord)
+
+# The rows of one stage whose document is listed by the given partition.
+_IN_PARTITION = (
+    " FROM rag.stage_documents s JOIN rag.document_partitions m"
+    " ON m.source_type = %(source)s AND m.doc_key = s.doc_key AND m.partition_key = %(partition)s"
+    " WHERE s.asset_key = %(asset)s"
+)
 
 
 def jsonb_safe(value: Any) -> Any:
@@ -26,64 +48,122 @@ def jsonb_safe(value: Any) -> Any:
     return value
 
 
-def stored_hashes(
-    conn: psycopg.Connection, asset_key: str, partition_key: str
+def partition_hashes(
+    conn: psycopg.Connection, asset_key: str, source_type: str, partition_key: str
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(input hashes, content hashes) of the documents a stage holds for a partition."""
+    """(input hashes, content hashes) of a stage's documents that the partition lists."""
     rows = conn.execute(
-        "SELECT doc_key, input_hash, content_hash FROM rag.stage_documents"
-        " WHERE asset_key = %s AND partition_key = %s",
-        (asset_key, partition_key),
+        "SELECT s.doc_key, s.input_hash, s.content_hash" + _IN_PARTITION,
+        {"asset": asset_key, "source": source_type, "partition": partition_key},
     ).fetchall()
     return {r[0]: r[1] for r in rows}, {r[0]: r[2] for r in rows}
 
 
+def input_hashes(conn: psycopg.Connection, asset_key: str, keys: Sequence[str]) -> dict[str, str]:
+    """doc key → input hash of the given documents a stage holds (whatever partition)."""
+    found: dict[str, str] = {}
+    for start in range(0, len(keys), _BATCH * 10):
+        rows = conn.execute(
+            "SELECT doc_key, input_hash FROM rag.stage_documents"
+            " WHERE asset_key = %s AND doc_key = ANY(%s)",
+            (asset_key, list(keys[start : start + _BATCH * 10])),
+        ).fetchall()
+        found.update({r[0]: r[1] for r in rows})
+    return found
+
+
 def load_records(
-    conn: psycopg.Connection, asset_key: str, partition_key: str, doc_keys: Sequence[str]
-) -> Iterator[StageRecord]:
+    conn: psycopg.Connection, asset_key: str, record_type: type[R], keys: Sequence[str]
+) -> Iterator[tuple[str, R]]:
     """The stored records of the given documents, fetched in batches."""
-    for start in range(0, len(doc_keys), _BATCH):
-        batch = list(doc_keys[start : start + _BATCH])
+    for start in range(0, len(keys), _BATCH):
         rows = conn.execute(
             "SELECT doc_key, meta, body FROM rag.stage_documents"
-            " WHERE asset_key = %s AND partition_key = %s AND doc_key = ANY(%s)"
-            " ORDER BY doc_key",
-            (asset_key, partition_key, batch),
+            " WHERE asset_key = %s AND doc_key = ANY(%s) ORDER BY doc_key",
+            (asset_key, list(keys[start : start + _BATCH])),
         ).fetchall()
         for doc_key, meta, body in rows:
-            yield StageRecord(doc_key, meta, bytes(body).decode("utf-8", "surrogatepass"))
+            text = bytes(body).decode("utf-8", "surrogatepass")
+            yield doc_key, record_from(record_type, meta, text)
 
 
-def write_stage(conn: psycopg.Connection, asset_key: str, output: StageOutput, run_id: str) -> None:
-    """Make the partition's rows exactly `changed` ∪ `kept`, in one transaction."""
-    keep = sorted(set(output.changed) | output.kept)
-    with conn.transaction():
-        conn.execute(
-            "DELETE FROM rag.stage_documents WHERE asset_key = %s AND partition_key = %s"
-            " AND NOT (doc_key = ANY(%s))",
-            (asset_key, output.partition_key, keep),
+def upsert_records(
+    conn: psycopg.Connection,
+    asset_key: str,
+    rows: Iterable[tuple[str, str, RawRecord | MarkdownRecord | SanitizedRecord | ChunkedRecord]],
+    run_id: str,
+) -> None:
+    """Store `(key, input hash, record)` rows of a stage, replacing older versions."""
+    values = [
+        (
+            asset_key,
+            key,
+            input_hash,
+            record_hash(record),
+            Jsonb(jsonb_safe(record_meta(record))),
+            record.body.encode("utf-8", "surrogatepass"),
+            run_id,
         )
-        rows: Iterable[tuple[object, ...]] = (
-            (
-                asset_key,
-                output.partition_key,
-                key,
-                input_hash,
-                record.content_hash,
-                Jsonb(jsonb_safe(record.meta)),
-                record.body.encode("utf-8", "surrogatepass"),
-                run_id,
-            )
-            for key, (input_hash, record) in sorted(output.changed.items())
+        for key, input_hash, record in rows
+    ]
+    if not values:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO rag.stage_documents"
+            " (asset_key, doc_key, input_hash, content_hash, meta, body, run_id)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (asset_key, doc_key) DO UPDATE SET"
+            " input_hash = excluded.input_hash, content_hash = excluded.content_hash,"
+            " meta = excluded.meta, body = excluded.body, run_id = excluded.run_id,"
+            " updated_at = now()",
+            values,
         )
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO rag.stage_documents"
-                " (asset_key, partition_key, doc_key, input_hash, content_hash, meta, body, run_id)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (asset_key, partition_key, doc_key) DO UPDATE SET"
-                " input_hash = excluded.input_hash, content_hash = excluded.content_hash,"
-                " meta = excluded.meta, body = excluded.body, run_id = excluded.run_id,"
-                " updated_at = now()",
-                rows,
-            )
+
+
+def delete_orphans(conn: psycopg.Connection, asset_key: str, source_type: str) -> int:
+    """Delete a stage's rows of documents no partition lists any more; return how many."""
+    return conn.execute(
+        "DELETE FROM rag.stage_documents s WHERE s.asset_key = %s AND NOT EXISTS ("
+        " SELECT 1 FROM rag.document_partitions m"
+        " WHERE m.source_type = %s AND m.doc_key = s.doc_key)",
+        (asset_key, source_type),
+    ).rowcount
+
+
+def partition_members(conn: psycopg.Connection, source_type: str, partition_key: str) -> set[str]:
+    """The documents a partition listed at its last run."""
+    rows = conn.execute(
+        "SELECT doc_key FROM rag.document_partitions WHERE source_type = %s AND partition_key = %s",
+        (source_type, partition_key),
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def set_partition_members(
+    conn: psycopg.Connection, source_type: str, partition_key: str, keys: Iterable[str]
+) -> int:
+    """Make the partition list exactly `keys`; return how many documents became orphans.
+
+    Call it inside the transaction that also deletes the orphans' rows.
+    """
+    wanted = sorted(set(keys))
+    dropped = conn.execute(
+        "DELETE FROM rag.document_partitions WHERE source_type = %s AND partition_key = %s"
+        " AND NOT (doc_key = ANY(%s)) RETURNING doc_key",
+        (source_type, partition_key, wanted),
+    ).fetchall()
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO rag.document_partitions (source_type, doc_key, partition_key)"
+            " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            [(source_type, key, partition_key) for key in wanted],
+        )
+    if not dropped:
+        return 0
+    still_listed = conn.execute(
+        "SELECT count(DISTINCT doc_key) FROM rag.document_partitions"
+        " WHERE source_type = %s AND doc_key = ANY(%s)",
+        (source_type, [r[0] for r in dropped]),
+    ).fetchone()
+    return len(dropped) - int(still_listed[0] if still_listed else 0)

@@ -4,9 +4,9 @@ import json
 
 import dagster as dg
 
-from rag_pipeline.core.sources.files import FolderError, folder_fingerprint, partition_key_for
 from rag_pipeline.defs.files.partitions import files_folders
-from rag_pipeline.settings import load_settings
+from rag_pipeline.defs.files.resources import FilesSourceResource
+from rag_pipeline.sources.files import FolderError, folder_fingerprint
 
 
 @dg.sensor(
@@ -14,25 +14,24 @@ from rag_pipeline.settings import load_settings
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def files_folders_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Adds a partition for each folder of RAG_FILES_FOLDERS and runs those whose files changed.
+def files_folders_sensor(
+    context: dg.SensorEvaluationContext, files_source: FilesSourceResource
+) -> dg.SensorResult:
+    """Registers the configured folders and the ones added in the UI; runs those that changed.
 
     A folder's fingerprint (names, sizes, modification times) is kept in the cursor, so a tick
     over unchanged folders requests nothing.
     """
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    configured = files_source.partition_keys()
+    registered = list(context.instance.get_dynamic_partitions(files_folders.name or ""))
     fingerprints: dict[str, str] = {}
-    for folder in load_settings().files_folder_list:
+    for key in dict.fromkeys([*configured, *registered]):
         try:
-            key = partition_key_for(folder)
             fingerprints[key] = folder_fingerprint(key)
         except FolderError as exc:
-            context.log.warning(f"RAG_FILES_FOLDERS: {exc}")
-    new = [
-        key
-        for key in fingerprints
-        if not context.instance.has_dynamic_partition(files_folders.name or "", key)
-    ]
+            context.log.warning(str(exc))
+    new = [key for key in configured if key not in registered]
     changed = [key for key, fingerprint in fingerprints.items() if seen.get(key) != fingerprint]
     return dg.SensorResult(
         run_requests=[

@@ -1,0 +1,361 @@
+"""`rag ingest`, `rag status`, `rag clear` and `rag folders`: running and inspecting the jobs.
+
+`rag ingest` runs a source's real Dagster asset job in process, on the instance `dagster`
+also uses (see `rag_pipeline.instance`), so its runs show up in the UI.
+"""
+
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rag_pipeline.settings import Settings
+
+SOURCES = ("files", "wiki", "k_entry", "ad_metadata")
+_STEPS_PER_PARTITION = 6  # raw, markdown, sanitized, chunks, embeddings, index check
+
+
+@dataclass
+class RunSummary:
+    """What one partition's run did, for the terminal."""
+
+    source: str
+    partition_key: str
+    success: bool
+    error: str = ""
+    seconds: float = 0.0
+    stats: dict[str, Any] = field(default_factory=lambda: {})
+    failures: list[tuple[str, str, str, str]] = field(default_factory=lambda: [])
+
+
+class AlreadyRunning(click.ClickException):
+    """Another ingest of the same partition holds its lock."""
+
+
+def register(main: click.Group) -> None:
+    """Add the commands of this module to `rag`."""
+    main.add_command(ingest)
+    main.add_command(status)
+    main.add_command(clear)
+    main.add_command(folders)
+
+
+def _settings() -> Settings:
+    from rag_pipeline.cli import _settings as settings
+
+    return settings()
+
+
+@click.command()
+@click.option(
+    "--source",
+    type=click.Choice([*SOURCES, "all"]),
+    default="files",
+    show_default=True,
+    help="Which source to ingest (`all`: every source, each with its configured partitions).",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Folder to ingest (files source; repeatable). Default: the bundled demo corpus.",
+)
+@click.option(
+    "--xml",
+    "xml_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A MediaWiki XML export to import (wiki source).",
+)
+@click.option("--force", is_flag=True, help="Recompute every stage, even for unchanged documents.")
+@click.option("--strict", is_flag=True, help="Exit with status 1 if any document failed.")
+def ingest(
+    source: str, paths: tuple[Path, ...], xml_file: Path | None, force: bool, strict: bool
+) -> None:
+    """Run a source's Dagster asset job in process and print what changed."""
+    from rag_pipeline.cli import _errors_as_messages
+
+    settings = _settings()
+    if paths and source != "files":
+        raise click.UsageError("--path is for the files source")
+    if xml_file is not None and source != "wiki":
+        raise click.UsageError("--xml is for the wiki source")
+    any_failed = False
+    with _errors_as_messages():
+        from rag_pipeline.definitions import defs
+
+        definitions = defs()
+        for name in SOURCES if source == "all" else (source,):
+            overrides = _resource_overrides(name, xml_file)
+            for key in _partition_keys(definitions, name, paths, overrides):
+                summary = _run_job(settings, definitions, name, key, force, overrides)
+                _print_summary(summary)
+                any_failed = any_failed or bool(summary.failures)
+                if not summary.success:
+                    raise click.ClickException(f"the run for {name}/{key} failed: {summary.error}")
+    if strict and any_failed:
+        sys.exit(1)
+
+
+def _resource_overrides(source: str, xml_file: Path | None) -> dict[str, Any]:
+    if source == "wiki" and xml_file is not None:
+        return {"xml_file": str(xml_file.resolve())}
+    return {}
+
+
+def _source_resource(definitions: Any, source: str, overrides: dict[str, Any]) -> Any:
+    resources: dict[str, Any] = dict(definitions.resources or {})
+    resource = resources.get(f"{source}_source")
+    if resource is None:
+        raise click.ClickException(f"the {source} source is not available in this installation")
+    return resource.model_copy(update=overrides) if overrides else resource
+
+
+def _partition_keys(
+    definitions: Any, source: str, paths: tuple[Path, ...], overrides: dict[str, Any]
+) -> list[str]:
+    if source == "files":
+        from rag_pipeline.sources.files import DEMO_PARTITION, partition_key_for
+
+        if paths:
+            return [partition_key_for(p) for p in paths]
+        if not overrides:
+            return [DEMO_PARTITION]
+    return list(_source_resource(definitions, source, overrides).partition_keys())
+
+
+def _run_config(job: Any, force: bool, source: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        # The progress bar and summary say what matters; the event log is in the UI.
+        "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+    }
+    if force:
+        config["ops"] = {
+            node.name: {"config": {"force": True}}
+            for node in job.graph.nodes
+            if node.name.startswith(f"{source}_") and not node.name.endswith("_check")
+        }
+    if overrides:
+        config["resources"] = {f"{source}_source": {"config": overrides}}
+    return config
+
+
+def _run_job(
+    settings: Settings,
+    definitions: Any,
+    source: str,
+    partition_key: str,
+    force: bool,
+    overrides: dict[str, Any],
+) -> RunSummary:
+    from rag_pipeline.instance import dagster_instance
+    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.locks import advisory_lock
+
+    instance = dagster_instance(settings)
+    job = definitions.resolve_job_def(f"{source}_ingest_job")
+    partitions = job.partitions_def
+    if getattr(partitions, "name", None) and not instance.has_dynamic_partition(
+        partitions.name, partition_key
+    ):
+        instance.add_dynamic_partitions(partitions.name, [partition_key])
+    run_id = str(uuid.uuid4())
+    summary = RunSummary(source, partition_key, success=False)
+    with (
+        connect(ready_conninfo(settings), autocommit=True) as lock_conn,
+        advisory_lock(lock_conn, "run", source, partition_key, wait=False) as acquired,
+    ):
+        if not acquired:
+            raise AlreadyRunning(
+                f"{source}/{_short(partition_key)} is already being ingested by another process; "
+                "its result will be in `rag status` when it ends"
+            )
+        _execute_with_progress(
+            instance,
+            job,
+            run_id,
+            partition_key,
+            _run_config(job, force, source, overrides),
+            summary,
+        )
+        with connect(ready_conninfo(settings)) as conn:
+            from rag_pipeline.store.reports import run_stats
+            from rag_pipeline.store.runs import run_errors
+
+            summary.stats = run_stats(conn, run_id)
+            summary.failures = run_errors(conn, run_id)
+    return summary
+
+
+def _execute_with_progress(
+    instance: Any,
+    job: Any,
+    run_id: str,
+    partition_key: str,
+    run_config: dict[str, Any],
+    summary: RunSummary,
+) -> None:
+    def execute() -> None:
+        try:
+            result = job.execute_in_process(
+                run_config=run_config,
+                instance=instance,
+                partition_key=partition_key,
+                run_id=run_id,
+                raise_on_error=False,
+            )
+            summary.success = result.success
+            failure = next((e for e in result.all_events if e.is_step_failure), None)
+            summary.error = failure.message if failure else ""
+        except Exception as exc:  # surfaced by the caller, after the progress bar closes
+            summary.error = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=execute, daemon=True)
+    started = time.perf_counter()
+    worker.start()
+    label = f"{summary.source}/{_short(partition_key)}"
+    with click.progressbar(length=_STEPS_PER_PARTITION, label=label) as bar:
+        done = 0
+        while worker.is_alive():
+            worker.join(0.25)
+            finished = min(_finished_steps(instance, run_id), _STEPS_PER_PARTITION)
+            bar.update(finished - done)
+            done = finished
+        bar.update(_STEPS_PER_PARTITION - done)
+    summary.seconds = time.perf_counter() - started
+
+
+def _finished_steps(instance: Any, run_id: str) -> int:
+    import dagster as dg
+
+    records = instance.get_records_for_run(
+        run_id, of_type={dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
+    ).records
+    return len(records)
+
+
+def _print_summary(summary: RunSummary) -> None:
+    stats = summary.stats
+    failed = len({f[1] for f in summary.failures})
+    if stats:
+        click.echo(
+            f"{summary.source}/{_short(summary.partition_key)}: {stats['documents_new']} new, "
+            f"{stats['documents_changed']} changed, {stats['documents_unchanged']} unchanged, "
+            f"{stats['documents_deleted']} deleted, {failed} failed documents; "
+            f"{stats['chunks_embedded']} chunks embedded, {stats['chunks_reused']} reused "
+            f"from the cache; {summary.seconds:.1f} s"
+        )
+    for _, source_id, stage, reason in summary.failures:
+        click.secho(f"  failed: {source_id} ({stage}): {reason}", fg="yellow", err=True)
+
+
+def _short(partition_key: str) -> str:
+    return partition_key if len(partition_key) <= 40 else "…" + partition_key[-39:]
+
+
+@click.command()
+def status() -> None:
+    """Documents and chunks per source and language, the model, last runs and failures."""
+    from rag_pipeline.cli import _errors_as_messages, _location
+    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.migrations import schema_version, stored_model
+    from rag_pipeline.store.reports import index_counts, last_runs
+    from rag_pipeline.store.runs import run_errors
+
+    settings = _settings()
+    with _errors_as_messages(), connect(ready_conninfo(settings)) as conn:
+        version = schema_version(conn)
+        model = stored_model(conn)
+        counts = index_counts(conn)
+        runs = last_runs(conn)
+        failures = {
+            run.run_id: run_errors(conn, run.run_id) for run in runs if run.failed_documents
+        }
+    click.echo(f"database: {_location(settings)} (schema version {version})")
+    click.echo(f"model:    {model[0]} ({model[1]} dimensions)" if model else "model:    none yet")
+    if not counts:
+        click.echo("index:    empty — run `rag ingest`")
+    for source_type, language, documents, chunks in counts:
+        click.echo(f"  {source_type:<12} {language:<6} {documents:>7} documents {chunks:>8} chunks")
+    for run in runs:
+        click.echo(
+            f"last run: {run.source_type}/{_short(run.partition_key)} at "
+            f"{run.finished_at:%Y-%m-%d %H:%M:%S}, {run.failed_documents} failed documents"
+        )
+        for partition, source_id, stage, reason in failures.get(run.run_id, []):
+            if partition == run.partition_key:
+                click.echo(f"  failed: {source_id} ({stage}): {reason[:200]}")
+
+
+@click.command()
+@click.option("--source", type=click.Choice(SOURCES), required=True)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+def clear(source: str, yes: bool) -> None:
+    """Delete every document, chunk and stage row of a source."""
+    from rag_pipeline.cli import _errors_as_messages
+    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.reports import clear_source
+
+    settings = _settings()
+    if not yes:
+        click.confirm(f"Delete everything of source {source!r} from the index?", abort=True)
+    with _errors_as_messages(), connect(ready_conninfo(settings)) as conn:
+        documents = clear_source(conn, source)
+    click.echo(f"deleted {documents} documents of {source}")
+
+
+@click.group()
+def folders() -> None:
+    """Folders (partitions) of the files source known to Dagster.
+
+    `rag ingest --path` registers its folders itself; register them here before running the
+    job another way, e.g. `dagster job execute` in CI.
+    """
+
+
+_FOLDERS_PARTITIONS = "files_folders"
+
+
+@folders.command("add")
+@click.argument("paths", nargs=-1, required=True)
+def folders_add(paths: tuple[str, ...]) -> None:
+    """Register folders (`demo` = the bundled corpus) as files partitions."""
+    from rag_pipeline.cli import _errors_as_messages
+    from rag_pipeline.instance import dagster_instance
+    from rag_pipeline.sources.files import partition_key_for
+
+    with _errors_as_messages():
+        keys = [partition_key_for(p) for p in paths]
+    instance = dagster_instance(_settings())
+    for key in keys:
+        if not instance.has_dynamic_partition(_FOLDERS_PARTITIONS, key):
+            instance.add_dynamic_partitions(_FOLDERS_PARTITIONS, [key])
+        click.echo(key)
+
+
+@folders.command("list")
+def folders_list() -> None:
+    """Print the registered folders."""
+    from rag_pipeline.instance import dagster_instance
+
+    for key in dagster_instance(_settings()).get_dynamic_partitions(_FOLDERS_PARTITIONS):
+        click.echo(key)
+
+
+@folders.command("remove")
+@click.argument("keys", nargs=-1, required=True)
+def folders_remove(keys: tuple[str, ...]) -> None:
+    """Unregister folders (their documents stay indexed until `rag clear`)."""
+    from rag_pipeline.instance import dagster_instance
+
+    instance = dagster_instance(_settings())
+    for key in keys:
+        instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, key)

@@ -1,1 +1,0 @@
-"""Sources: where documents come from, each yielding `SourceDocument`-shaped stage records."""

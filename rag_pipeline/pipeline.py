@@ -1,0 +1,619 @@
+"""A source's whole Dagster side, built once for every source: `source_definitions(...)`.
+
+`<source>_raw → _markdown → _sanitized → _chunks → _embeddings`, the checks on each stage and
+the `<source>_ingest_job`. A source plug-in only lists and fetches documents (see
+`core/source.py`); its Dagster wiring is a `SourceResource` subclass (its configuration, shown
+and overridable in the launchpad) and one call of `source_definitions` in `defs/<source>/`.
+Assets stay thin: they plan the incremental work, call `core/` and report what happened.
+"""
+
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import dagster as dg
+import psycopg
+
+from rag_pipeline.core import document_stages
+from rag_pipeline.core.chunking import ChunkingSettings
+from rag_pipeline.core.content_checks import editorjs_structure_leaks, forbidden_characters
+from rag_pipeline.core.incremental import Plan, StageSummary, plan, run_stage
+from rag_pipeline.core.models import FailedDocument, SourceFormat
+from rag_pipeline.core.records import (
+    ChunkedRecord,
+    DocumentInfo,
+    MarkdownRecord,
+    RawRecord,
+    SanitizedRecord,
+)
+from rag_pipeline.core.source import (
+    ChainOptions,
+    DocumentError,
+    DocumentRef,
+    Source,
+    SourceDocument,
+)
+from rag_pipeline.indexing import EMBEDDINGS_VERSION, embed_missing, embeddings_fingerprint
+from rag_pipeline.io_managers.pgvector import IndexOutput
+from rag_pipeline.io_managers.stage import StageOutput, StageView
+from rag_pipeline.resources.embedder import EmbedderResource
+from rag_pipeline.resources.vectordb import VectorDBResource
+from rag_pipeline.store import index, stages
+from rag_pipeline.store.locks import advisory_lock
+from rag_pipeline.store.migrations import ensure_model
+
+KINDS = {"python", "postgres"}
+RAW_VERSION = "1"
+# Check names (constants, so tests and the UI agree on them).
+NO_EDITORJS_SYNTAX = "no_editorjs_syntax"
+NO_FORBIDDEN_CHARACTERS = "no_forbidden_characters"
+CHUNKS_WITHIN_BUDGET = "chunks_within_token_budget"
+INDEX_INTEGRITY = "index_integrity"
+_PREVIEW_CHARS = 1500
+_FETCH_BATCH = 50
+
+
+class IngestConfig(dg.Config):
+    """Run configuration of every stage of a source's chain."""
+
+    force: bool = False
+    """Recompute every stage, even for unchanged documents (vectors still come from the cache)."""
+    workers: int = 0
+    """Processes for format conversion (0: RAG_WORKERS, else the CPU count, at most 8)."""
+
+
+class SourceResource(dg.ConfigurableResource):
+    """A source's configuration in Dagster; builds the source plug-in for a run."""
+
+    @abstractmethod
+    def build(self) -> Source:
+        """The source, configured for this run."""
+
+    @abstractmethod
+    def partition_keys(self) -> list[str]:
+        """The partitions the current configuration wants run (the CLI registers them)."""
+
+
+def source_definitions(
+    source_type: str,
+    *,
+    partitions_def: dg.PartitionsDefinition,
+    resource: SourceResource,
+    description: str,
+    chain_options: ChainOptions | None = None,
+) -> dg.Definitions:
+    """The raw asset, the shared chain, its checks and the ingest job of one source.
+
+    `resource` is registered as `<source_type>_source`; the job is `<source_type>_ingest_job`.
+    """
+    resource_key = f"{source_type}_source"
+    raw = _raw_asset(source_type, partitions_def, resource_key)
+    chain = _chain(source_type, partitions_def, chain_options or ChainOptions())
+    job = dg.define_asset_job(
+        f"{source_type}_ingest_job",
+        selection=dg.AssetSelection.groups(source_type),
+        partitions_def=partitions_def,
+        description=description,
+        # Steps of one partition are short: launching a process per step would cost more
+        # than the work (a run of an unchanged partition takes seconds in process).
+        executor_def=dg.in_process_executor,
+    )
+    return dg.Definitions(
+        assets=[raw, *chain.assets],
+        asset_checks=[chain.integrity],
+        jobs=[job],
+        resources={resource_key: resource},
+    )
+
+
+def stage_metadata(summary: StageSummary, started: float, **extra: Any) -> dict[str, Any]:
+    """What a person reads in the UI for a stage materialization."""
+    metadata: dict[str, Any] = {
+        **{f"documents_{name}": value for name, value in summary.counts().items()},
+        "seconds": round(time.perf_counter() - started, 3),
+        **extra,
+    }
+    if summary.failed:
+        metadata["failures"] = dg.MetadataValue.md(failures_table(summary.failed))
+    if summary.preview_key:
+        text = summary.preview_text
+        shown = text[:_PREVIEW_CHARS] + ("\n\n…" if len(text) > _PREVIEW_CHARS else "")
+        metadata["preview"] = dg.MetadataValue.md(f"**{summary.preview_key}**\n\n{shown}")
+        metadata["preview_document"] = summary.preview_key
+    return metadata
+
+
+def failures_table(failed: Sequence[FailedDocument], limit: int = 20) -> str:
+    """A Markdown table of failed documents and their reasons."""
+    lines = ["| document | stage | reason |", "| --- | --- | --- |"]
+    for failure in failed[:limit]:
+        reason = failure.reason.replace("|", "\\|").replace("\n", " ")[:300]
+        lines.append(f"| `{failure.source_id}` | {failure.stage} | {reason} |")
+    if len(failed) > limit:
+        lines.append(f"| … | | {len(failed) - limit} more |")
+    return "\n".join(lines)
+
+
+def _rule_check(name: str, summary: StageSummary, stage: str, **extra: Any) -> dg.AssetCheckResult:
+    """A per-document rule's result: the documents it rejected, a warning if any."""
+    rejected = [f for f in summary.failed if f.stage == stage and f.reason.startswith(name)]
+    return dg.AssetCheckResult(
+        check_name=name,
+        passed=not rejected,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "documents_rejected": len(rejected),
+            "rejected": ", ".join(f.source_id for f in rejected[:20]),
+            **extra,
+        },
+    )
+
+
+def _rule_spec(name: str, asset: str, description: str) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(name, asset=asset, description=description, blocking=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# raw
+
+
+def _to_raw(source_type: str) -> Callable[[SourceDocument | FailedDocument], RawRecord]:
+    def convert(item: SourceDocument | FailedDocument) -> RawRecord:
+        if isinstance(item, FailedDocument):
+            raise DocumentError(item.reason)
+        info = DocumentInfo(
+            source_type=source_type,
+            source_id=item.source_id,
+            language=item.language,
+            title=item.title,
+            original_format=SourceFormat(item.original_format),
+            version=item.version,
+            breadcrumb=item.breadcrumb,
+            url=item.url,
+            metadata=item.metadata,
+        )
+        return RawRecord(item.key, info, item.body.removeprefix("\ufeff"))
+
+    return convert
+
+
+def _raw_asset(
+    source_type: str, partitions_def: dg.PartitionsDefinition, resource_key: str
+) -> dg.AssetsDefinition:
+    asset_key = f"{source_type}_raw"
+
+    @dg.asset(
+        name=asset_key,
+        description=f"{source_type} documents as their source gave them, with their versions.",
+        partitions_def=partitions_def,
+        io_manager_key="stage_io_manager",
+        # The source's resource key depends on the source: both come through the context.
+        required_resource_keys={resource_key, "vectordb"},
+        kinds=KINDS,
+        group_name=source_type,
+        code_version=RAW_VERSION,
+    )
+    def raw_asset(
+        context: dg.AssetExecutionContext, config: IngestConfig
+    ) -> dg.MaterializeResult[StageOutput]:
+        started = time.perf_counter()
+        vectordb: VectorDBResource = context.resources.vectordb
+        partition_key = context.partition_key
+        source: Source = getattr(context.resources, resource_key).build()
+        try:
+            with vectordb.connect() as conn, advisory_lock(conn, source_type, partition_key, "raw"):
+                refs: dict[str, DocumentRef] = {}
+                listing_failed: list[FailedDocument] = []
+                for item in source.list_documents(partition_key):
+                    if isinstance(item, FailedDocument):
+                        listing_failed.append(item)
+                    else:
+                        refs[item.key] = item
+                previous = stages.input_hashes(
+                    conn, asset_key, [*refs, *(f.source_id for f in listing_failed)]
+                )
+                work = plan(
+                    {key: ref.version for key, ref in refs.items()},
+                    previous,
+                    f"raw:{RAW_VERSION}",
+                    force=config.force,
+                )
+                context.log.info(f"raw: {len(work.todo)} to fetch, {len(work.kept)} unchanged")
+
+                def fetch(keys: Sequence[str]) -> Iterator[tuple[str, Any]]:
+                    for start in range(0, len(keys), _FETCH_BATCH):
+                        batch = [refs[key] for key in keys[start : start + _FETCH_BATCH]]
+                        for item in source.fetch(batch):
+                            yield (
+                                (item.key if isinstance(item, SourceDocument) else item.source_id),
+                                item,
+                            )
+
+                summary = run_stage(
+                    stage="raw",
+                    work=work,
+                    previous_inputs=previous,
+                    load=fetch,
+                    transform=_to_raw(source_type),
+                    store=_committing(conn, asset_key, context.run.run_id),
+                )
+        finally:
+            source.close()
+        for failure in listing_failed:
+            summary.fail(failure.source_id, failure.reason, previous)
+        failed_keys = {f.source_id for f in summary.failed}
+        vanished = set(work.todo) - set(summary.written) - failed_keys
+        # A document that fails keeps its place (and its previous version); one that vanished
+        # between listing and fetch is gone.
+        members = [key for key in refs if key not in vanished]
+        members += [f.source_id for f in listing_failed if f.source_id in previous]
+        return dg.MaterializeResult(
+            value=StageOutput(source_type, partition_key, summary, members=members),
+            metadata=stage_metadata(summary, started, documents_listed=len(refs)),
+        )
+
+    return raw_asset
+
+
+# ---------------------------------------------------------------------------------------------
+# markdown → sanitized → chunks → embeddings
+
+
+def _committing(
+    conn: psycopg.Connection, asset_key: str, run_id: str
+) -> Callable[[list[tuple[str, str, Any]]], None]:
+    """Store a batch of stage rows and commit it: a killed run keeps the work it finished."""
+
+    def store(rows: list[tuple[str, str, Any]]) -> None:
+        stages.upsert_records(conn, asset_key, rows, run_id)
+        conn.commit()
+
+    return store
+
+
+class _Chain:
+    def __init__(self, assets: list[dg.AssetsDefinition], integrity: dg.AssetChecksDefinition):
+        self.assets = assets
+        self.integrity = integrity
+
+
+def _document_stage(
+    context: dg.AssetExecutionContext,
+    upstream: StageView,
+    vectordb: VectorDBResource,
+    *,
+    stage: str,
+    fingerprint: str,
+    force: bool,
+    transform: Callable[[Any], Any],
+    reject: Callable[[Any], str | None] | None = None,
+    preview: Callable[[Any], str] | None = None,
+    workers: int = 1,
+) -> StageSummary:
+    """Plan against this stage's stored inputs, then transform what changed, batch by batch."""
+    asset_key = context.asset_key.to_user_string()
+    partition_key = context.partition_key
+    with (
+        vectordb.connect() as conn,
+        advisory_lock(conn, upstream.source_type, partition_key, stage),
+    ):
+        previous, _ = stages.partition_hashes(conn, asset_key, upstream.source_type, partition_key)
+        upstream_hashes = upstream.content_hashes()
+        # Another partition may already have computed a document both list.
+        previous.update(
+            stages.input_hashes(conn, asset_key, [k for k in upstream_hashes if k not in previous])
+        )
+        work: Plan = plan(upstream_hashes, previous, fingerprint, force=force)
+        context.log.info(f"{stage}: {len(work.todo)} to compute, {len(work.kept)} unchanged")
+
+        return run_stage(
+            stage=stage,
+            work=work,
+            previous_inputs=previous,
+            load=upstream.load,
+            transform=transform,
+            store=_committing(conn, asset_key, context.run.run_id),
+            reject=reject,
+            preview=preview,
+            workers=workers,
+        )
+
+
+def _editorjs_leak(record: MarkdownRecord) -> str | None:
+    if record.info.original_format is not SourceFormat.EDITORJS:
+        return None
+    leaks = editorjs_structure_leaks(record.body)
+    return f"{NO_EDITORJS_SYNTAX}: Editor.js JSON left in the text: {leaks}" if leaks else None
+
+
+def _forbidden(record: SanitizedRecord) -> str | None:
+    found = forbidden_characters(record.body + record.info.title)
+    return f"{NO_FORBIDDEN_CHARACTERS}: {found}" if found else None
+
+
+def _chunks_preview(record: ChunkedRecord) -> str:
+    parts = [f"{len(record.sections)} sections, {len(record.chunks)} chunks"]
+    for chunk in record.chunks[:3]:
+        parts.append(f"---\n*{chunk.token_count} tokens*\n\n{chunk.embedded_text}")
+    return "\n\n".join(parts)
+
+
+def chunking_settings(embedder: EmbedderResource) -> ChunkingSettings:
+    """Chunk settings bounded by the loaded model's maximum sequence length."""
+    max_tokens = embedder.embedder.max_tokens
+    settings = embedder.settings
+    return ChunkingSettings(
+        target_tokens=min(settings.chunk_target_tokens, max_tokens),
+        max_tokens=max_tokens,
+        overlap_sentences=settings.chunk_overlap_sentences,
+    )
+
+
+def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainOptions) -> _Chain:
+    """The markdown, sanitized, chunks and embeddings assets (and checks) of a source."""
+    versions = document_stages.code_versions()
+
+    def key(stage: str) -> str:
+        return f"{source}_{stage}"
+
+    # The stage assets carry check_specs, so Dagster sees several outputs: it rejects a
+    # `MaterializeResult[StageOutput]` annotation and reads a bare `MaterializeResult` as "no
+    # value". Unannotated, they return a MaterializeResult whose value is a StageOutput.
+
+    @dg.asset(
+        name=key("markdown"),
+        description=f"{source} documents as canonical Markdown, whatever their original format.",
+        partitions_def=partitions_def,
+        ins={"upstream": dg.AssetIn(key=key("raw"))},
+        io_manager_key="stage_io_manager",
+        kinds=KINDS,
+        group_name=source,
+        code_version=versions["markdown"],
+        check_specs=[
+            _rule_spec(
+                NO_EDITORJS_SYNTAX,
+                key("markdown"),
+                "No Editor.js JSON structure (an object with `blocks`, or `type` + `data`) is "
+                "left in the prose of a converted Editor.js document. A document breaking it is "
+                "rejected (its previous version stays); prose that merely mentions the words "
+                "passes.",
+            )
+        ],
+    )
+    def markdown_asset(
+        context: dg.AssetExecutionContext,
+        config: IngestConfig,
+        upstream: StageView,
+        vectordb: VectorDBResource,
+        embedder: EmbedderResource,
+    ):  # no annotation: see the note above
+        started = time.perf_counter()
+        summary = _document_stage(
+            context,
+            upstream,
+            vectordb,
+            stage="markdown",
+            fingerprint=document_stages.markdown_fingerprint(options),
+            force=config.force,
+            transform=document_stages.MarkdownStage(options),
+            reject=_editorjs_leak,
+            preview=lambda record: record.body,
+            # Conversion is pure per-document CPU work: spread it over the cores.
+            workers=config.workers or vectordb.settings().effective_workers,
+        )
+        return dg.MaterializeResult(
+            value=StageOutput(source, context.partition_key, summary),
+            metadata=stage_metadata(summary, started),
+            check_results=[_rule_check(NO_EDITORJS_SYNTAX, summary, "markdown")],
+        )
+
+    @dg.asset(
+        name=key("sanitized"),
+        description=f"{source} Markdown cleaned for storage and embedding (sanitizer rules).",
+        partitions_def=partitions_def,
+        ins={"upstream": dg.AssetIn(key=key("markdown"))},
+        io_manager_key="stage_io_manager",
+        kinds=KINDS,
+        group_name=source,
+        code_version=versions["sanitized"],
+        check_specs=[
+            _rule_spec(
+                NO_FORBIDDEN_CHARACTERS,
+                key("sanitized"),
+                "No NUL, C0/C1 control or lone surrogate is left in a sanitized document or its "
+                "title. A document breaking it is rejected (its previous version stays).",
+            )
+        ],
+    )
+    def sanitized_asset(
+        context: dg.AssetExecutionContext,
+        config: IngestConfig,
+        upstream: StageView,
+        vectordb: VectorDBResource,
+    ):  # no annotation: see the note above
+        started = time.perf_counter()
+        totals: dict[str, int] = {}
+
+        def sanitize(record: MarkdownRecord) -> SanitizedRecord:
+            result = document_stages.sanitize_record(record)
+            for rule, count in result.sanitize_counts.items():
+                totals[rule] = totals.get(rule, 0) + count
+            return result
+
+        summary = _document_stage(
+            context,
+            upstream,
+            vectordb,
+            stage="sanitized",
+            fingerprint=document_stages.sanitize_fingerprint(),
+            force=config.force,
+            transform=sanitize,
+            reject=_forbidden,
+        )
+        return dg.MaterializeResult(
+            value=StageOutput(source, context.partition_key, summary),
+            metadata=stage_metadata(
+                summary,
+                started,
+                **{f"sanitize_{rule}": count for rule, count in sorted(totals.items())},
+            ),
+            check_results=[_rule_check(NO_FORBIDDEN_CHARACTERS, summary, "sanitized")],
+        )
+
+    @dg.asset(
+        name=key("chunks"),
+        description=f"{source} sections (parents) and token-bounded chunks to embed.",
+        partitions_def=partitions_def,
+        ins={"upstream": dg.AssetIn(key=key("sanitized"))},
+        io_manager_key="stage_io_manager",
+        kinds=KINDS,
+        group_name=source,
+        code_version=versions["chunks"],
+        check_specs=[
+            _rule_spec(
+                CHUNKS_WITHIN_BUDGET,
+                key("chunks"),
+                "Every chunk fits the embedding model's maximum sequence length, so the model "
+                "never silently truncates text. A document breaking it is rejected.",
+            )
+        ],
+    )
+    def chunks_asset(
+        context: dg.AssetExecutionContext,
+        config: IngestConfig,
+        upstream: StageView,
+        vectordb: VectorDBResource,
+        embedder: EmbedderResource,
+    ):  # no annotation: see the note above
+        started = time.perf_counter()
+        settings = chunking_settings(embedder)
+        model = embedder.embedder
+        chunk_count = 0
+
+        def over_budget(record: ChunkedRecord) -> str | None:
+            nonlocal chunk_count
+            chunk_count += len(record.chunks)
+            worst = max((c.token_count for c in record.chunks), default=0)
+            if worst > settings.max_tokens:
+                return (
+                    f"{CHUNKS_WITHIN_BUDGET}: a chunk has {worst} tokens, over the maximum of "
+                    f"{settings.max_tokens}"
+                )
+            return None
+
+        summary = _document_stage(
+            context,
+            upstream,
+            vectordb,
+            stage="chunks",
+            fingerprint=document_stages.chunk_fingerprint(settings, model.model_id),
+            force=config.force,
+            transform=document_stages.ChunkStage(model.count_tokens, settings),
+            reject=over_budget,
+            preview=_chunks_preview,
+        )
+        return dg.MaterializeResult(
+            value=StageOutput(source, context.partition_key, summary),
+            metadata=stage_metadata(summary, started, chunks_computed=chunk_count),
+            check_results=[
+                _rule_check(CHUNKS_WITHIN_BUDGET, summary, "chunks", max_tokens=settings.max_tokens)
+            ],
+        )
+
+    @dg.asset(
+        name=key("embeddings"),
+        description=f"{source} chunks with their vectors: the searchable index (pgvector).",
+        partitions_def=partitions_def,
+        ins={"chunks": dg.AssetIn(key=key("chunks"))},
+        io_manager_key="pgvector_io_manager",
+        kinds={"python", "postgres", "pgvector"},
+        group_name=source,
+        code_version=EMBEDDINGS_VERSION,
+    )
+    def embeddings_asset(
+        context: dg.AssetExecutionContext,
+        config: IngestConfig,
+        chunks: StageView,
+        vectordb: VectorDBResource,
+        embedder: EmbedderResource,
+    ) -> dg.MaterializeResult[IndexOutput]:
+        started = time.perf_counter()
+        model = embedder.embedder
+        partition_key = context.partition_key
+        with (
+            vectordb.connect(autocommit=True) as conn,
+            advisory_lock(conn, source, partition_key, "embeddings"),
+        ):
+            ensure_model(conn, model.model_id, model.dimension, force=config.force)
+            previous = index.stored_inputs(conn, source, partition_key)
+            work = plan(
+                chunks.content_hashes(),
+                previous,
+                embeddings_fingerprint(model.model_id, model.max_tokens),
+                force=config.force,
+            )
+            records = (
+                (key, work.todo[key], record) for key, record in chunks.load(sorted(work.todo))
+            )
+            result = embed_missing(
+                conn,
+                records,
+                model,
+                progress=lambda done: context.log.info(f"embedded {done} new chunk texts"),
+            )
+        kept = set(work.kept) | {f.source_id for f in result.failed if f.source_id in previous}
+        stats = {
+            "documents_new": len(set(result.ready) - set(previous)),
+            "documents_changed": len(set(result.ready) & set(previous)),
+            "documents_unchanged": len(work.kept),
+            "documents_failed": len(result.failed),
+            "documents_kept": len(kept),
+            "chunks_embedded": result.chunks_embedded,
+            "chunks_reused": result.chunks_reused,
+            "embed_seconds": round(result.embed_seconds, 3),
+            "model_id": model.model_id,
+        }
+        metadata: dict[str, Any] = {**stats, "seconds": round(time.perf_counter() - started, 3)}
+        if result.failed:
+            metadata["failures"] = dg.MetadataValue.md(failures_table(result.failed))
+        return dg.MaterializeResult(
+            value=IndexOutput(
+                source_type=source,
+                partition_key=partition_key,
+                chunks_asset=key("chunks"),
+                model_id=model.model_id,
+                ready=result.ready,
+                failed=result.failed,
+                stats=stats,
+            ),
+            metadata=metadata,
+        )
+
+    @dg.asset_check(
+        asset=embeddings_asset,
+        name=INDEX_INTEGRITY,
+        blocking=True,
+        description="Every stored chunk of the partition's documents has a parent in its own "
+        "document, a vector of the model's dimension and fits the model's sequence length: "
+        "a breach means the stored index is wrong.",
+    )
+    def index_integrity(
+        context: dg.AssetCheckExecutionContext,
+        vectordb: VectorDBResource,
+        embedder: EmbedderResource,
+    ) -> dg.AssetCheckResult:
+        model = embedder.embedder
+        partition_key = context.partition_key if context.has_partition_key else None
+        with vectordb.connect() as conn:
+            counts = index.integrity_counts(
+                conn, source, partition_key, model.dimension, model.max_tokens
+            )
+        return dg.AssetCheckResult(
+            passed=all(value == 0 for name, value in counts.items() if name != "chunks"),
+            metadata=counts,
+        )
+
+    return _Chain(
+        [markdown_asset, sanitized_asset, chunks_asset, embeddings_asset], index_integrity
+    )
