@@ -1,9 +1,7 @@
 """The `rag` command: a thin layer over the same code the Dagster assets run."""
 
-import json
 import os
 import sys
-import textwrap
 import threading
 import time
 import uuid
@@ -66,56 +64,6 @@ def init() -> None:
     )
 
 
-
-
-@main.command()
-@click.argument("query")
-@click.option("--top-k", "-k", default=5, show_default=True, type=click.IntRange(1, 100))
-@click.option("--source", "sources", multiple=True, help="Only this source type (repeatable).")
-@click.option("--lang", "languages", multiple=True, help="Only this language, e.g. en_US or en.")
-@click.option("--min-score", default=-1.0, type=float, help="Drop hits scoring below this.")
-@click.option(
-    "--expand",
-    type=click.Choice(["parent", "chunk"]),
-    default="parent",
-    show_default=True,
-    help="Return each hit's whole parent section, or only the matching chunk.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-def search(
-    query: str,
-    top_k: int,
-    sources: tuple[str, ...],
-    languages: tuple[str, ...],
-    min_score: float,
-    expand: str,
-    as_json: bool,
-) -> None:
-    """Search the index and print the best sections."""
-    from rag_pipeline.search import Searcher
-
-    with _errors_as_messages():
-        hits = Searcher(_settings()).search(
-            query,
-            top_k=top_k,
-            source_types=sources or None,
-            languages=languages or None,
-            min_score=min_score,
-            expand="chunk" if expand == "chunk" else "parent",
-        )
-    if as_json:
-        click.echo(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False, indent=2))
-        return
-    if not hits:
-        click.echo("no results (is anything ingested? try `rag status`)")
-    for rank, hit in enumerate(hits, 1):
-        where = " › ".join(p for p in (hit.title, *hit.heading_path[1:]) if p)
-        click.secho(f"{rank}. {where}", bold=True)
-        click.echo(
-            f"   {hit.source_type} · {hit.language} · {hit.source_id} · score {hit.score:.3f}"
-        )
-        snippet = " ".join(hit.text.split())
-        click.echo(textwrap.indent(textwrap.fill(snippet[:400], 96), "   "))
 
 
 @main.command()
@@ -242,6 +190,7 @@ def _location(settings: Settings) -> str:
 
 __import__("rag_pipeline.cli_ingest").cli_ingest.register(main)  # ingest, status, clear, folders
 __import__("rag_pipeline.cli_ask").cli_ask.register(main)  # `rag ask`, `rag mcp`
+__import__("rag_pipeline.cli_search").cli_search.register(main)  # `rag search`, `rag eval`
 
 if __name__ == "__main__":
     main()

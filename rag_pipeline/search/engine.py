@@ -1,24 +1,59 @@
-"""Vector search over chunks, one hit per parent section, with the parent's full text."""
+"""Hybrid search over the index: the public API (`search`, `Searcher`, `SearchHit`).
 
+A Searcher holds what is costly to build once per process — the model (loaded once through
+`rag_pipeline.runtime`), a connection pool and an LRU cache of query vectors — and answers a
+query with one SQL statement (see `queries.py`), filters included.
+"""
+
+import logging
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
 import psycopg
-from psycopg import sql
+from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.runtime import load_embedder, ready_conninfo
+from rag_pipeline.search.pool import PoolSettings, get_pool, run
+from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
+from rag_pipeline.search.query import Query, prepare_query
+from rag_pipeline.search.stats import refresh_search_stats, stats_state
 from rag_pipeline.settings import Settings, load_settings
-from rag_pipeline.store.connection import connect
+
+logger = logging.getLogger(__name__)
 
 Expand = Literal["parent", "chunk"]
-# Several chunks of one section collapse into one hit, so fetch more chunks than hits; when a
-# few long sections hold most of the nearest chunks, widen the pool until there are enough.
-_CANDIDATES_PER_HIT = 4
-_MAX_CANDIDATES = 4000
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+MAX_TOP_K = 1000
+# Several chunks of one section collapse into one hit, so each leg fetches more chunks than
+# hits; when a few long sections hold most of the nearest chunks, the vector leg widens.
+_VECTOR_CANDIDATES_PER_HIT = 5
+_MIN_VECTOR_CANDIDATES = 50
+_MAX_VECTOR_CANDIDATES = 4000
+# Sections of each leg that take part in fusion, and the keyword leg's candidate budget.
+_LEG_SECTIONS = 50
+_KEYWORD_CANDIDATES = 5000
+# BM25's usual constants; identifier hits count like this many rare terms.
+_K1 = 1.2
+_B = 0.5
+_IDENT_BOOST = 1.0
+# How often (seconds) a Searcher looks whether the chunks changed since the BM25 statistics.
+_STATS_CHECK_INTERVAL = 2.0
+
+
+@dataclass(frozen=True)
+class LegScores:
+    """Where each leg put a hit (None: the leg did not find its section)."""
+
+    vector_rank: int | None
+    vector_score: float | None  # cosine similarity of the section's best chunk
+    keyword_rank: int | None
+    keyword_score: float | None  # BM25-style score of the section's best chunk
 
 
 @dataclass(frozen=True)
@@ -33,42 +68,42 @@ class SearchHit:
     section_title: str
     heading_path: list[str]
     url: str
-    score: float
+    score: float  # vector: cosine; keyword: BM25; hybrid: fused, 1.0 = first in every leg
     text: str  # the best-matching chunk
     parent_text: str  # the whole section ('' when expand='chunk')
     document_id: str
     section_id: str
     chunk_id: str
+    explain: LegScores | None = None  # with explain=True
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return asdict(self)
 
 
-_SQL = """
-WITH nearest AS (
-    SELECT c.id, c.section_id, c.embedding <=> %(query)s AS distance
-    FROM rag.chunks c
-    WHERE (%(source_types)s::text[] IS NULL OR c.source_type = ANY(%(source_types)s))
-      AND (%(languages)s::text[] IS NULL OR c.language = ANY(%(languages)s)
-           OR split_part(c.language, '_', 1) = ANY(%(languages)s))
-    ORDER BY c.embedding <=> %(query)s
-    LIMIT %(candidates)s
-), best AS (
-    SELECT DISTINCT ON (section_id) id, section_id, distance
-    FROM nearest ORDER BY section_id, distance, id
-)
-SELECT d.source_type, d.source_id, d.language, d.title, d.breadcrumb, s.title, s.heading_path,
-       d.url, 1 - best.distance, c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END,
-       d.id, s.id, c.id
-FROM best
-JOIN rag.chunks c ON c.id = best.id
-JOIN rag.sections s ON s.id = best.section_id
-JOIN rag.documents d ON d.id = c.document_id
-WHERE 1 - best.distance >= %(min_score)s
-ORDER BY best.distance, c.id
-LIMIT %(top_k)s
-"""
+class _VectorCache:
+    """A small thread-safe LRU of query vectors: repeated queries skip the model."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> NDArray[np.float32] | None:
+        with self._lock:
+            vector = self._items.get(key)
+            if vector is not None:
+                self._items.move_to_end(key)
+            return vector
+
+    def put(self, key: str, vector: NDArray[np.float32]) -> None:
+        if self.size == 0:
+            return
+        with self._lock:
+            self._items[key] = vector
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
 
 class Searcher:
@@ -80,105 +115,243 @@ class Searcher:
         *,
         embedder: Embedder | None = None,
         conninfo: str | None = None,
+        keyword_scorer: KeywordScorer = "bm25",
     ):
-        """Use the configured database (or `conninfo`) and model (or `embedder`)."""
+        """Use the configured database (or `conninfo`) and model (or `embedder`).
+
+        `keyword_scorer="ts_rank"` ranks the keyword leg by PostgreSQL's ts_rank instead of
+        the BM25-style score (kept to measure one against the other).
+        """
         self.settings = settings or load_settings()
         self.conninfo = conninfo or ready_conninfo(self.settings)
         self.embedder = embedder or load_embedder(self.settings)
+        self.keyword_scorer: KeywordScorer = keyword_scorer
+        self._pool = get_pool(
+            self.conninfo,
+            PoolSettings(
+                size=self.settings.search_pool_size,
+                timeout=self.settings.search_pool_timeout,
+                ef_search=self.settings.search_ef_search,
+            ),
+        )
+        self._vectors = _VectorCache(self.settings.search_query_cache_size)
+        self._stats_lock = threading.Lock()
+        self._stats_checked = 0.0
+        self._stats_refreshing = False
 
     def search(
         self,
         query: str,
         *,
         top_k: int = 10,
+        mode: Mode | None = None,
         source_types: Sequence[str] | None = None,
         languages: Sequence[str] | None = None,
-        min_score: float = -1.0,
+        breadcrumb: str | None = None,
+        min_score: float | None = None,
+        explain: bool = False,
         expand: Expand = "parent",
+        language: str | None = None,
+        fusion: Fusion | None = None,
     ) -> list[SearchHit]:
-        """The `top_k` best sections for `query`, best first."""
-        if top_k < 1:
-            raise ValueError("top_k must be at least 1")
-        vector = self.embedder.embed_query(query).astype(np.float32)
-        candidates = top_k * _CANDIDATES_PER_HIT
-        with connect(self.conninfo) as conn:
-            # Iterative scans keep a filtered HNSW query from coming back short (pgvector 0.8).
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        """The `top_k` best sections for `query`, best first.
+
+        Args:
+            query: what to look for (at most 2,000 characters; sanitized like documents).
+            top_k: how many sections to return.
+            mode: "hybrid" (default: RAG_SEARCH_MODE), "vector" or "keyword".
+            source_types: only these source types.
+            languages: only these languages (`en_US`, or `en` for every English variant).
+            breadcrumb: only documents whose breadcrumb starts with this.
+            min_score: drop hits scoring below this (the scale depends on the mode).
+            explain: fill each hit's `explain` with every leg's rank and score.
+            expand: "parent" returns each hit's whole section, "chunk" only the chunk.
+            language: the query's language (default: one `languages` entry, else detected).
+            fusion: "rrf" or "minmax" for hybrid (default: RAG_SEARCH_FUSION).
+
+        Raises:
+            ValueError: an unusable query (empty, too long) or argument.
+        """
+        chosen: Mode = mode or self.settings.search_mode
+        if chosen not in MODES:
+            raise ValueError(f"unknown search mode {chosen!r}; use one of {', '.join(MODES)}")
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
+        if language is None and languages and len(languages) == 1:
+            language = languages[0]
+        prepared = prepare_query(query, language)
+        vector = self._query_vector(prepared.text) if chosen != "keyword" else None
+        params = self._params(
+            prepared, vector, top_k, source_types, languages, breadcrumb, min_score, expand
+        )
+        statement = search_statement(
+            chosen, fusion or self.settings.search_fusion, self.keyword_scorer
+        )
+
+        def execute(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
+            if chosen != "vector":
+                self._fresh_stats(conn)
             while True:
-                # ef_search bounds how many candidates one HNSW scan returns.
-                ef_search = max(40, min(candidates, 1000))
-                # SET takes no bind parameters; Literal renders the integer safely.
-                conn.execute(
-                    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search))
+                rows = conn.execute(statement, params).fetchall()
+                widen = (
+                    chosen != "keyword"
+                    and 0 < len(rows) < top_k
+                    and int(rows[0][18]) >= params["vec_limit"]
+                    and params["vec_limit"] < _MAX_VECTOR_CANDIDATES
                 )
-                rows = conn.execute(
-                    _SQL,
-                    {
-                        "query": vector,
-                        "source_types": list(source_types) if source_types else None,
-                        "languages": list(languages) if languages else None,
-                        "candidates": candidates,
-                        "with_parent": expand == "parent",
-                        "min_score": min_score,
-                        "top_k": top_k,
-                    },
-                ).fetchall()
-                if len(rows) >= top_k or candidates >= _MAX_CANDIDATES:
-                    break
-                if not self._more_chunks_than(conn, candidates):
-                    break
-                candidates *= 4
-        return [
-            SearchHit(
-                source_type=r[0],
-                source_id=r[1],
-                language=r[2],
-                title=r[3],
-                breadcrumb=r[4],
-                section_title=r[5],
-                heading_path=list(r[6]),
-                url=r[7],
-                score=float(r[8]),
-                text=r[9],
-                parent_text=r[10],
-                document_id=r[11],
-                section_id=r[12],
-                chunk_id=r[13],
-            )
-            for r in rows
-        ]
+                if not widen:
+                    return rows
+                params["vec_limit"] *= 4
 
-    @staticmethod
-    def _more_chunks_than(conn: "psycopg.Connection", candidates: int) -> bool:
-        row = conn.execute(_COUNT_SQL, (candidates, candidates + 1)).fetchone()
-        return bool(row and row[0])
+        rows = run(self._pool, execute)
+        return [_hit(row, explain) for row in rows]
+
+    def _params(
+        self,
+        query: Query,
+        vector: NDArray[np.float32] | None,
+        top_k: int,
+        source_types: Sequence[str] | None,
+        languages: Sequence[str] | None,
+        breadcrumb: str | None,
+        min_score: float | None,
+        expand: Expand,
+    ) -> dict[str, Any]:
+        settings = self.settings
+        return {
+            "qv": vector,
+            "cfg": query.ts_config,
+            "qtext": query.text,
+            "idents": list(query.identifiers),
+            "source_types": list(source_types) if source_types else None,
+            "languages": list(languages) if languages else None,
+            "breadcrumb": breadcrumb or None,
+            "vec_limit": max(_MIN_VECTOR_CANDIDATES, top_k * _VECTOR_CANDIDATES_PER_HIT),
+            "kw_limit": _KEYWORD_CANDIDATES,
+            "leg_sections": max(_LEG_SECTIONS, top_k),
+            "k1": _K1,
+            "b": _B,
+            "ident_boost": _IDENT_BOOST,
+            "wv": settings.search_vector_weight,
+            "wk": settings.search_keyword_weight,
+            "rrf_k": settings.search_rrf_k,
+            "min_score": min_score,
+            "top_k": top_k,
+            "with_parent": expand == "parent",
+        }
+
+    def _query_vector(self, text: str) -> NDArray[np.float32]:
+        key = f"{self.embedder.model_id}\x00{text}"
+        vector = self._vectors.get(key)
+        if vector is None:
+            vector = self.embedder.embed_query(text).astype(np.float32)
+            self._vectors.put(key, vector)
+        return vector
+
+    def _fresh_stats(self, conn: psycopg.Connection) -> None:
+        """Rebuild the BM25 statistics when the chunks changed since they were built.
+
+        Checked at most every few seconds. For a small index they are rebuilt before the query;
+        for a large one in the background, and queries use the previous ones meanwhile
+        (document frequencies drift slowly).
+        """
+        now = time.monotonic()
+        with self._stats_lock:
+            if now - self._stats_checked < _STATS_CHECK_INTERVAL or self._stats_refreshing:
+                return
+            self._stats_checked = now
+        state = stats_state(conn)
+        if state.fresh:
+            return
+        if state.rebuild_now:
+            refresh_search_stats(conn)
+            return
+        with self._stats_lock:
+            if self._stats_refreshing:
+                return
+            self._stats_refreshing = True
+        threading.Thread(target=self._refresh_stats, name="rag-search-stats", daemon=True).start()
+
+    def _refresh_stats(self) -> None:
+        try:
+            run(self._pool, refresh_search_stats)
+        except psycopg.Error as exc:  # the next check tries again
+            logger.warning("could not refresh the search statistics: %s", exc)
+        finally:
+            with self._stats_lock:
+                self._stats_refreshing = False
+
+    def refresh_stats(self) -> None:
+        """Rebuild the BM25 statistics now if the chunks changed (e.g. right after an ingest)."""
+        run(self._pool, refresh_search_stats)
 
 
-_COUNT_SQL = "SELECT count(*) > %s FROM (SELECT 1 FROM rag.chunks LIMIT %s) AS c"
+def _hit(row: tuple[Any, ...], explain: bool) -> SearchHit:
+    legs = (
+        LegScores(
+            vector_rank=None if row[14] is None else int(row[14]),
+            vector_score=None if row[15] is None else float(row[15]),
+            keyword_rank=None if row[16] is None else int(row[16]),
+            keyword_score=None if row[17] is None else float(row[17]),
+        )
+        if explain
+        else None
+    )
+    return SearchHit(
+        source_type=row[0],
+        source_id=row[1],
+        language=row[2],
+        title=row[3],
+        breadcrumb=row[4],
+        section_title=row[5],
+        heading_path=list(row[6]),
+        url=row[7],
+        score=float(row[8]),
+        text=row[9],
+        parent_text=row[10],
+        document_id=row[11],
+        section_id=row[12],
+        chunk_id=row[13],
+        explain=legs,
+    )
+
 
 _default: Searcher | None = None
 _default_lock = threading.Lock()
+
+
+def default_searcher() -> Searcher:
+    """The process's Searcher for the configured index (built on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Searcher()
+        return _default
 
 
 def search(
     query: str,
     *,
     top_k: int = 10,
+    mode: Mode | None = None,
     source_types: Sequence[str] | None = None,
     languages: Sequence[str] | None = None,
-    min_score: float = -1.0,
+    breadcrumb: str | None = None,
+    min_score: float | None = None,
+    explain: bool = False,
     expand: Expand = "parent",
+    language: str | None = None,
 ) -> list[SearchHit]:
-    """Search the configured index (a `Searcher` built from the environment, kept for reuse)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = Searcher()
-    return _default.search(
+    """Search the configured index (see `Searcher.search` for the arguments)."""
+    return default_searcher().search(
         query,
         top_k=top_k,
+        mode=mode,
         source_types=source_types,
         languages=languages,
+        breadcrumb=breadcrumb,
         min_score=min_score,
+        explain=explain,
         expand=expand,
+        language=language,
     )

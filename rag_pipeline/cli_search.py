@@ -1,0 +1,240 @@
+"""`rag search` and `rag eval`: hybrid search and its quality on a labelled set.
+
+Kept apart from cli.py and light to import: the search path loads neither Dagster nor the
+converters, so a cold `rag search` costs the model load and one query.
+"""
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from rag_pipeline.search.engine import Searcher, SearchHit
+
+_MODES = ("hybrid", "vector", "keyword")
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Bad input and known failures print one line (exit 1), never a traceback."""
+    from rag_pipeline.core.embedding import EmbeddingModelError
+    from rag_pipeline.settings import ConfigError
+    from rag_pipeline.store.migrations import ModelMismatchError
+
+    try:
+        yield
+    except (ValueError, ConfigError, EmbeddingModelError, ModelMismatchError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except OSError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _searcher() -> "Searcher":
+    from rag_pipeline.search.engine import Searcher
+    from rag_pipeline.settings import load_settings
+
+    return Searcher(load_settings())
+
+
+def _where(hit: "SearchHit") -> str:
+    return " › ".join(p for p in (hit.title, *hit.heading_path[1:]) if p)
+
+
+def _print_table(query: str, hits: "list[SearchHit]", explain: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not hits:
+        console.print("no results (is anything ingested? try `rag status`)")
+        return
+    table = Table(title=f"{query[:80]}", title_justify="left", expand=True, show_lines=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("where", ratio=2)
+    table.add_column("source", ratio=1)
+    table.add_column("text", ratio=4)
+    if explain:
+        table.add_column("vector", justify="right", no_wrap=True)
+        table.add_column("keyword", justify="right", no_wrap=True)
+    for rank, hit in enumerate(hits, 1):
+        snippet = " ".join(hit.text.split())
+        row = [
+            str(rank),
+            f"{hit.score:.3f}",
+            _where(hit),
+            f"{hit.source_type} · {hit.language}\n{hit.source_id}",
+            snippet[:300] + ("…" if len(snippet) > 300 else ""),
+        ]
+        if explain and hit.explain is not None:
+            legs = hit.explain
+            row.append(
+                "-" if legs.vector_rank is None else f"#{legs.vector_rank} {legs.vector_score:.3f}"
+            )
+            row.append(
+                "-"
+                if legs.keyword_rank is None
+                else f"#{legs.keyword_rank} {legs.keyword_score:.2f}"
+            )
+        table.add_row(*row)
+    console.print(table, markup=False)
+
+
+def _batch(searcher: "Searcher", path: Path, options: dict[str, Any], as_json: bool) -> None:
+    """One JSON line per query line; a bad query is reported on its line, the rest run."""
+    if not as_json:
+        raise click.UsageError("--queries runs a batch and prints JSON lines: add --json")
+    failed = 0
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                    raise ValueError('expected {"id": ..., "text": ...}')
+                ident = record.get("id", number)
+                hits = searcher.search(record["text"], **options)
+                out: dict[str, Any] = {"id": ident, "hits": [h.to_dict() for h in hits]}
+            except ValueError as exc:
+                failed += 1
+                out = {"id": number, "error": f"line {number}: {exc}"}
+            click.echo(json.dumps(out, ensure_ascii=False))
+    if failed:
+        click.echo(f"{failed} queries failed", err=True)
+        sys.exit(1)
+
+
+def register(main: click.Group) -> None:
+    """Add `search` and `eval` to the `rag` command group."""
+
+    @main.command()
+    @click.argument("query", required=False)
+    @click.option("--top-k", "-k", default=5, show_default=True, type=click.IntRange(1, 1000))
+    @click.option(
+        "--mode",
+        type=click.Choice(_MODES),
+        help="hybrid (vector + keyword, fused), vector or keyword. [default: RAG_SEARCH_MODE]",
+    )
+    @click.option("--source", "sources", multiple=True, help="Only this source type (repeatable).")
+    @click.option(
+        "--lang",
+        "languages",
+        multiple=True,
+        help="Only this language, e.g. es_CO or es (repeatable); one also sets the query's.",
+    )
+    @click.option("--query-lang", help="The query's language (default: detected).")
+    @click.option("--breadcrumb", help="Only documents whose breadcrumb starts with this.")
+    @click.option("--min-score", type=float, help="Drop hits scoring below this.")
+    @click.option(
+        "--expand",
+        type=click.Choice(["parent", "chunk"]),
+        default="parent",
+        show_default=True,
+        help="Return each hit's whole parent section, or only the matching chunk.",
+    )
+    @click.option("--explain", is_flag=True, help="Show each leg's rank and score per hit.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+    @click.option(
+        "--queries",
+        "queries_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help='Run every {"id", "text"} line of a JSONL file (with --json: one line each).',
+    )
+    def search(
+        query: str | None,
+        top_k: int,
+        mode: str | None,
+        sources: tuple[str, ...],
+        languages: tuple[str, ...],
+        query_lang: str | None,
+        breadcrumb: str | None,
+        min_score: float | None,
+        expand: str,
+        explain: bool,
+        as_json: bool,
+        queries_file: Path | None,
+    ) -> None:
+        """Search the index (hybrid: vector + keyword with identifiers) and print the best
+        sections."""
+        if (query is None) == (queries_file is None):
+            raise click.UsageError("give a QUERY or --queries FILE")
+        options: dict[str, Any] = {
+            "top_k": top_k,
+            "mode": mode,
+            "source_types": sources or None,
+            "languages": languages or None,
+            "language": query_lang,
+            "breadcrumb": breadcrumb,
+            "min_score": min_score,
+            "explain": explain,
+            "expand": "chunk" if expand == "chunk" else "parent",
+        }
+        with _one_line_errors():
+            searcher = _searcher()
+            if queries_file is not None:
+                _batch(searcher, queries_file, options, as_json)
+                return
+            assert query is not None
+            hits = searcher.search(query, **options)
+        if as_json:
+            click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+        else:
+            _print_table(query, hits, explain)
+
+    @main.command("eval")
+    @click.option(
+        "--queries",
+        "queries_file",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help='JSONL: {"id", "text"} per line (optional "language" groups the report).',
+    )
+    @click.option(
+        "--qrels",
+        "qrels_file",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="TSV: query_id, source_type, source_id, grade.",
+    )
+    @click.option("--mode", type=click.Choice(_MODES), help="[default: RAG_SEARCH_MODE]")
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+    def evaluate_command(
+        queries_file: Path, qrels_file: Path, mode: str | None, as_json: bool
+    ) -> None:
+        """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10."""
+        from rag_pipeline.search.evaluation import METRICS, evaluate, load_qrels, load_queries
+
+        with _one_line_errors():
+            queries = load_queries(queries_file)
+            qrels = load_qrels(qrels_file)
+            searcher = _searcher()
+            report = evaluate(
+                lambda text: searcher.search(text, top_k=10, mode=mode),  # type: ignore[arg-type]
+                queries,
+                qrels,
+            )
+        if as_json:
+            click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+            return
+        header = f"{'query':<14}{'lang':<7}" + "".join(f"{m:>11}" for m in METRICS)
+        click.echo(header)
+        for result in report.queries:
+            click.echo(
+                f"{result.id:<14}{result.language:<7}"
+                + "".join(f"{result.metrics[m]:>11.3f}" for m in METRICS)
+            )
+        click.echo("-" * len(header))
+        for language, values in report.by_language.items():
+            click.echo(
+                f"{'mean':<14}{language:<7}" + "".join(f"{values[m]:>11.3f}" for m in METRICS)
+            )
+        click.echo(
+            f"{'mean':<14}{'all':<7}" + "".join(f"{report.overall[m]:>11.3f}" for m in METRICS)
+        )
+        click.echo(f"{len(report.queries)} labelled queries")

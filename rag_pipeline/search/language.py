@@ -1,0 +1,56 @@
+"""Which language a query is in, from its words: a small dependency-free heuristic.
+
+Queries are short, so statistical detectors trained on documents guess wildly on them; the
+languages the index holds are few. Distinctive letters decide first (ñ ¿ ¡ for Spanish, ő ű for
+Hungarian, ľ ĺ ŕ ä ô for Slovak); otherwise the share of each language's commonest function
+words. No signal means English, the language of the default model and of most documents.
+"""
+
+import re
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+
+_LETTERS = {
+    "es_CO": set("ñ¿¡"),
+    "hu_HU": set("őű"),
+    "sk_SK": set("ľĺŕäôčďňšťž"),
+}
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_FUNCTION_WORDS = {
+    "en_US": _words(
+        "the a an of to in is are how do does what which where why when can i my "
+        "with for on from and or not this that it be"
+    ),
+    "es_CO": _words(
+        "el la los las un una de del que en es son cómo como qué cuál dónde por para con "
+        "se y o no al lo su sus puedo debo hay esta este"
+    ),
+    "hu_HU": _words("a az egy és hogy nem van mi mit hol hogyan melyik meg is ez azt"),
+    "sk_SK": _words("a je sú ako čo kde prečo na sa v vo z zo pre do ten táto"),
+}
+_ACCENTS_ES = set("áéíóú")
+
+
+def detect_language(text: str, default: str = "en_US") -> str:
+    """An iDempiere language code (en_US, es_CO, hu_HU, sk_SK) for a query."""
+    lowered = text.lower()
+    letters = set(lowered)
+    for language, marks in _LETTERS.items():
+        if letters & marks:
+            return language
+    words = _WORD.findall(lowered)
+    if not words:
+        return default
+    scores = {
+        language: sum(1 for word in words if word in vocabulary)
+        for language, vocabulary in _FUNCTION_WORDS.items()
+    }
+    if letters & _ACCENTS_ES:
+        scores["es_CO"] += 1
+    best = max(scores, key=lambda language: (scores[language], language == default))
+    return best if scores[best] > 0 else default

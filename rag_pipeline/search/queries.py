@@ -1,0 +1,179 @@
+"""The search statement of each mode: one SQL round trip, filters inside, one hit per section.
+
+Legs (CTEs), each ranked over parent sections (a section's best chunk represents it):
+
+- vector: pgvector cosine over the HNSW index (iterative scan, re-sorted).
+- keyword: chunks matching the query's lexemes (in the query language's text-search config)
+  or its identifier terms, scored BM25-style: for each query lexeme, its inverse document
+  frequency (from rag.term_stats) times a saturated term frequency. The term frequency is
+  `ts_rank` of that one lexeme, which counts every occurrence with its weight (heading A =
+  2.5 x body B) and already saturates; it is scaled so one body occurrence counts 1, then
+  BM25's k1/b length normalisation applies over the chunk's token count. An identifier term
+  found in the chunk adds its own IDF times `ident_boost`. Candidates come from the rarest
+  lexemes first, up to `kw_limit` matching chunks, so a query full of common words cannot
+  make the leg score half the corpus; common words still count in the score.
+- hybrid: both legs fused — weighted reciprocal rank fusion, or min-max score normalisation
+  — over the best `leg_sections` sections of each leg. The score is scaled to (0, 1].
+"""
+
+from typing import Literal, LiteralString, cast
+
+from psycopg import sql
+
+Mode = Literal["hybrid", "vector", "keyword"]
+Fusion = Literal["rrf", "minmax"]
+KeywordScorer = Literal["bm25", "ts_rank"]
+
+_FILTERS = """
+    (%(source_types)s::text[] IS NULL OR c.source_type = ANY(%(source_types)s::text[]))
+    AND (%(languages)s::text[] IS NULL OR c.language = ANY(%(languages)s::text[])
+         OR split_part(c.language, '_', 1) = ANY(%(languages)s::text[]))
+    AND (%(breadcrumb)s::text IS NULL OR EXISTS (
+         SELECT 1 FROM rag.documents fd
+         WHERE fd.id = c.document_id AND starts_with(fd.breadcrumb, %(breadcrumb)s::text)))
+"""
+
+_VECTOR = """
+vec_raw AS MATERIALIZED (
+    SELECT c.id, c.section_id, c.embedding <=> %(qv)s AS distance
+    FROM rag.chunks c
+    WHERE {filters}
+    ORDER BY c.embedding <=> %(qv)s
+    LIMIT %(vec_limit)s
+),
+vec AS (
+    SELECT section_id, id AS chunk_id, 1 - distance AS score,
+           row_number() OVER (ORDER BY distance, id) AS rank
+    FROM (SELECT DISTINCT ON (section_id) section_id, id, distance
+          FROM vec_raw ORDER BY section_id, distance, id) AS best
+)"""
+
+_IDF = "ln(1 + (greatest({n}, {df}) - {df} + 0.5) / ({df} + 0.5))"
+
+_KEYWORD = """
+stats AS (
+    SELECT coalesce(max(chunks), 0)::float8 AS n, greatest(coalesce(max(avg_tokens), 1), 1) AS avgdl
+    FROM rag.search_stats
+),
+terms AS (
+    SELECT t.lexeme, coalesce(s.df, 0) AS df, rag.lexeme_query(t.lexeme) AS tq,
+           {term_idf} AS idf
+    FROM unnest(to_tsvector(%(cfg)s::regconfig, %(qtext)s)) AS t
+    CROSS JOIN stats st
+    LEFT JOIN rag.term_stats s ON s.lexeme = t.lexeme
+),
+picked AS (
+    SELECT rag.tsquery_or_agg(tq) AS q
+    FROM (SELECT tq, sum(df) OVER (ORDER BY df, lexeme) - df AS before FROM terms) AS x
+    WHERE before < %(kw_limit)s
+),
+all_terms AS (SELECT rag.tsquery_or_agg(tq) AS q FROM terms),
+ident_terms AS (
+    SELECT i.tq, {ident_idf} AS idf
+    FROM (SELECT rag.lexeme_query(term) AS tq,
+                 (SELECT count(*) FROM rag.chunks ic
+                  WHERE ic.ident_tsv @@ rag.lexeme_query(term))::float8 AS df
+          FROM unnest(%(idents)s::text[]) AS term) AS i
+    CROSS JOIN stats st
+),
+ident_q AS (SELECT rag.tsquery_or_agg(tq) AS q FROM ident_terms),
+kw_raw AS MATERIALIZED (
+    SELECT c.id, c.section_id, c.tsv, c.ident_tsv, c.token_count
+    FROM rag.chunks c
+    WHERE (c.tsv @@ (SELECT q FROM picked) OR c.ident_tsv @@ (SELECT q FROM ident_q))
+      AND {filters}
+),
+kw_scored AS (
+    SELECT r.id, r.section_id, {lexical} + coalesce((
+               SELECT sum(%(ident_boost)s * i.idf) FROM ident_terms i WHERE r.ident_tsv @@ i.tq
+           ), 0) AS score
+    FROM kw_raw r CROSS JOIN stats st
+),
+kw AS (
+    SELECT section_id, id AS chunk_id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
+    FROM (SELECT DISTINCT ON (section_id) section_id, id, score
+          FROM kw_scored ORDER BY section_id, score DESC, id) AS best
+    ORDER BY score DESC, id
+    LIMIT %(leg_sections)s
+)"""
+
+# One body occurrence of a lexeme: ts_rank = 0.4 (weight B) / 1.64493406685 (pi^2/6).
+_TF = "ts_rank(r.tsv, t.tq) * 4.1123351671"
+_BM25 = f"""coalesce((
+        SELECT sum(t.idf * x.tf * (%(k1)s + 1)
+                   / (x.tf + %(k1)s * (1 - %(b)s + %(b)s * r.token_count / st.avgdl)))
+        FROM terms t CROSS JOIN LATERAL (SELECT {_TF} AS tf) AS x
+        WHERE x.tf > 0
+    ), 0)"""
+_TS_RANK = "coalesce(ts_rank(r.tsv, (SELECT q FROM all_terms)), 0)"
+
+_FUSION = {
+    "rrf": """(coalesce(%(wv)s / (%(rrf_k)s + v.rank), 0)
+         + coalesce(%(wk)s / (%(rrf_k)s + k.rank), 0))
+        / ((%(wv)s + %(wk)s) / (%(rrf_k)s + 1.0))""",
+    "minmax": """(%(wv)s * coalesce((v.score - vs.lo) / nullif(vs.hi - vs.lo, 0),
+                                   CASE WHEN v.score IS NULL THEN 0 ELSE 1 END)
+        + %(wk)s * coalesce((k.score - ks.lo) / nullif(ks.hi - ks.lo, 0),
+                            CASE WHEN k.score IS NULL THEN 0 ELSE 1 END))
+        / (%(wv)s + %(wk)s)""",
+}
+
+_HYBRID_FUSED = """
+vs AS (SELECT min(score) AS lo, max(score) AS hi FROM vec WHERE rank <= %(leg_sections)s),
+ks AS (SELECT min(score) AS lo, max(score) AS hi FROM kw),
+fused AS (
+    SELECT coalesce(v.section_id, k.section_id) AS section_id,
+           CASE WHEN k.rank IS NOT NULL AND (v.rank IS NULL OR k.rank < v.rank)
+                THEN k.chunk_id ELSE v.chunk_id END AS chunk_id,
+           {fusion}::float8 AS score,
+           v.rank AS v_rank, v.score AS v_score, k.rank AS k_rank, k.score AS k_score
+    FROM (SELECT * FROM vec WHERE rank <= %(leg_sections)s) AS v
+    FULL JOIN kw AS k ON k.section_id = v.section_id
+    CROSS JOIN vs CROSS JOIN ks
+)"""
+_VECTOR_FUSED = """
+fused AS (
+    SELECT section_id, chunk_id, score::float8 AS score, rank AS v_rank, score AS v_score,
+           NULL::bigint AS k_rank, NULL::float8 AS k_score
+    FROM vec
+)"""
+_KEYWORD_FUSED = """
+fused AS (
+    SELECT section_id, chunk_id, score::float8 AS score, NULL::bigint AS v_rank,
+           NULL::float8 AS v_score, rank AS k_rank, score AS k_score
+    FROM kw
+)"""
+
+_SELECT = """
+SELECT d.source_type, d.source_id, d.language, d.title, d.breadcrumb, s.title, s.heading_path,
+       d.url, f.score, c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END,
+       d.id, s.id, c.id, f.v_rank, f.v_score, f.k_rank, f.k_score, {vec_count}
+FROM fused f
+JOIN rag.chunks c ON c.id = f.chunk_id
+JOIN rag.sections s ON s.id = f.section_id
+JOIN rag.documents d ON d.id = c.document_id
+WHERE %(min_score)s::float8 IS NULL OR f.score >= %(min_score)s::float8
+ORDER BY f.score DESC, c.id
+LIMIT %(top_k)s
+"""
+
+
+def search_statement(mode: Mode, fusion: Fusion = "rrf", scorer: KeywordScorer = "bm25") -> sql.SQL:
+    """The statement for one mode; its parameters are listed in `engine.Searcher._params`."""
+    vector = _VECTOR.format(filters=_FILTERS)
+    keyword = _KEYWORD.format(
+        filters=_FILTERS,
+        term_idf=_IDF.format(n="st.n", df="coalesce(s.df, 0)"),
+        ident_idf=_IDF.format(n="st.n", df="i.df"),
+        lexical=_BM25 if scorer == "bm25" else _TS_RANK,
+    )
+    if mode == "vector":
+        ctes = [vector, _VECTOR_FUSED]
+    elif mode == "keyword":
+        ctes = [keyword, _KEYWORD_FUSED]
+    else:
+        ctes = [vector, keyword, _HYBRID_FUSED.format(fusion=_FUSION[fusion])]
+    vec_count = "0::bigint" if mode == "keyword" else "(SELECT count(*) FROM vec_raw)"
+    text = "WITH" + ",".join(ctes) + _SELECT.format(vec_count=vec_count)
+    # Constant text chosen by `mode`, `fusion` and `scorer`; values are bind parameters only.
+    return sql.SQL(cast(LiteralString, text))

@@ -1,0 +1,283 @@
+"""Hybrid search on a real PostgreSQL + pgvector with the real model: modes, filters, dedup,
+identifiers, Spanish, bad input and the connection pool."""
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.search import QueryError, Searcher, SearchHit
+from rag_pipeline.search.identifiers import query_identifiers
+from rag_pipeline.search.language import detect_language
+from rag_pipeline.search.query import MAX_QUERY_CHARS, prepare_query
+from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline_tests.search_corpus import (
+    CORPUS,
+    COUNTING,
+    EVENTS,
+    INVOICE_ES,
+    ORDERS_EN,
+    ORDERS_ES,
+    PARTNERS,
+    PRICES,
+    WAREHOUSE,
+)
+from rag_pipeline_tests.search_support import Doc, index_documents
+
+MODES = ("hybrid", "vector", "keyword")
+
+
+@pytest.fixture(scope="module")
+def indexed_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
+    """A database holding the hand-made corpus, shared by this module's read-only tests."""
+    name = f"search_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = pg_admin_uri.replace("/postgres?", f"/{name}?")
+    index_documents(url, CORPUS, embedder)
+    yield url
+    from rag_pipeline.search.pool import close_pools
+
+    close_pools()
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _settings(rag_home: Path, url: str, **overrides: object) -> Settings:
+    return load_settings(home=rag_home, vectordb_url=url, **overrides)
+
+
+@pytest.fixture(scope="module")
+def searcher(rag_home: Path, indexed_db: str, embedder: Embedder) -> Searcher:
+    return Searcher(_settings(rag_home, indexed_db), embedder=embedder, conninfo=indexed_db)
+
+
+def ids(hits: list[SearchHit]) -> list[str]:
+    return [hit.source_id for hit in hits]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_finds_the_section_that_answers(searcher: Searcher, mode: str) -> None:
+    hits = searcher.search("aisle bin and level of a locator in the warehouse", mode=mode)  # type: ignore[arg-type]
+    assert hits[0].source_id == WAREHOUSE.source_id
+    assert hits[0].section_title == "Locators"
+    assert "aisle (X)" in hits[0].text
+    assert "default locator" in hits[0].parent_text
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_hybrid_scores_are_fused_and_explained(searcher: Searcher) -> None:
+    hits = searcher.search("where is stock kept in a warehouse", explain=True, top_k=5)
+    assert 0 < hits[0].score <= 1
+    legs = hits[0].explain
+    assert legs is not None
+    assert legs.vector_rank is not None and legs.vector_score is not None
+    assert legs.keyword_rank is not None and legs.keyword_score is not None
+    assert searcher.search("where is stock kept", top_k=1)[0].explain is None
+    vector_only = searcher.search("where is stock kept", mode="vector", explain=True)
+    assert all(h.explain and h.explain.keyword_rank is None for h in vector_only)
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+@pytest.mark.parametrize(
+    ("query", "expected", "verbatim"),
+    [
+        ("M_Locator", WAREHOUSE, "M_Locator"),
+        ("C_BPartner_ID", PARTNERS, "C_BPartner_ID"),
+        # Inside a longer snake_case identifier, and inside camelCase.
+        ("M_AttributeSetInstance", EVENTS, "M_AttributeSetInstance_ID"),
+        ("DocStatus", EVENTS, "getDocStatus"),
+        ("which table is M_Locator", WAREHOUSE, "M_Locator"),
+    ],
+)
+def test_identifiers_are_found_verbatim_and_inside_others(
+    searcher: Searcher, mode: str, query: str, expected: Doc, verbatim: str
+) -> None:
+    hits = searcher.search(query, mode=mode, top_k=3)  # type: ignore[arg-type]
+    assert hits[0].source_id == expected.source_id
+    assert verbatim in hits[0].text
+
+
+def test_query_identifiers_match_the_database_rules(indexed_db: str) -> None:
+    samples = ["C_BPartner_ID", "M_Locator", "getDocStatus", "MLocator", "AD_Window_ID", "x_1"]
+    with psycopg.connect(indexed_db) as conn:
+        for sample in samples:
+            row = conn.execute("SELECT rag.identifier_terms(%s)", (sample,)).fetchone()
+            assert row is not None
+            indexed = set(row[0].split())
+            assert set(query_identifiers(sample)) <= indexed, sample
+    assert query_identifiers("where is C_BPartner_ID and M_Locator") == ["cbpartnerid", "mlocator"]
+    assert query_identifiers("plain words only") == []
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_spanish_query_reaches_spanish_documents(searcher: Searcher, mode: str) -> None:
+    query = "¿Cómo modifico las órdenes de venta de un cliente?"
+    assert prepare_query(query).ts_config == "spanish"
+    hits = searcher.search(query, mode=mode, top_k=3)  # type: ignore[arg-type]
+    assert hits[0].source_id == ORDERS_ES.source_id
+    assert hits[0].language == "es_CO"
+    facturas = searcher.search("generar facturas desde una entrega", mode=mode, top_k=3)  # type: ignore[arg-type]
+    assert facturas[0].source_id == INVOICE_ES.source_id
+
+
+def test_language_detection() -> None:
+    assert detect_language("how do I close a period") == "en_US"
+    assert detect_language("¿cómo cierro un periodo?") == "es_CO"
+    assert detect_language("cerrar el periodo contable de la empresa") == "es_CO"
+    assert detect_language("Ako zatvoriť obdobie") == "sk_SK"
+    assert detect_language("hogyan zárom le az időszakot") == "hu_HU"
+    assert detect_language("M_Locator") == "en_US"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_filters_are_applied_in_sql(searcher: Searcher, mode: str) -> None:
+    query = "sales orders of customers"
+    spanish = searcher.search("órdenes de venta", mode=mode, languages=["es_CO"])  # type: ignore[arg-type]
+    assert spanish and {h.language for h in spanish} == {"es_CO"}
+    by_prefix = searcher.search("órdenes de venta", mode=mode, languages=["es"])  # type: ignore[arg-type]
+    assert by_prefix == spanish
+    english = searcher.search(query, mode=mode, languages=["en"])  # type: ignore[arg-type]
+    assert english and {h.language for h in english} == {"en_US"}
+    assert searcher.search(query, mode=mode, source_types=["wiki"]) == []  # type: ignore[arg-type]
+    materials = searcher.search("price lists and locators", mode=mode, breadcrumb="Guides / Mat")  # type: ignore[arg-type]
+    assert materials
+    assert {h.source_id for h in materials} <= {
+        WAREHOUSE.source_id,
+        PRICES.source_id,
+        COUNTING.source_id,
+    }
+    assert all(h.breadcrumb.startswith("Guides / Mat") for h in materials)
+    scores = [h.score for h in searcher.search(query, mode=mode, top_k=10)]  # type: ignore[arg-type]
+    threshold = scores[len(scores) // 2]
+    kept = searcher.search(query, mode=mode, top_k=10, min_score=threshold)  # type: ignore[arg-type]
+    assert kept and all(h.score >= threshold for h in kept)
+    assert len(kept) < len(scores)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_hit_per_parent_section(searcher: Searcher, mode: str) -> None:
+    hits = searcher.search("stock count of every product in an aisle", mode=mode, top_k=10)  # type: ignore[arg-type]
+    sections = [h.section_id for h in hits]
+    assert len(sections) == len(set(sections))
+    assert hits[0].source_id == COUNTING.source_id
+    assert sum(h.source_id == COUNTING.source_id for h in hits) == 1
+
+
+def test_expand_chunk_returns_no_parent_text(searcher: Searcher) -> None:
+    hit = searcher.search("aisle bin level", top_k=1, expand="chunk")[0]
+    assert hit.parent_text == ""
+    assert hit.text
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "empty"),
+        ("   \n\t ", "empty"),
+        ("\x00\x00", "empty"),
+        ("\ud800", "empty"),
+        ("x" * (MAX_QUERY_CHARS + 1), "at most"),
+    ],
+)
+def test_bad_queries_are_a_clear_value_error(
+    searcher: Searcher, query: str, message: str
+) -> None:
+    with pytest.raises(QueryError, match=message):
+        searcher.search(query)
+
+
+def test_odd_characters_are_sanitized_like_documents(searcher: Searcher) -> None:
+    assert prepare_query("M_Locator\x00 aisle\ud800").text == "M_Locator aisle\ufffd"
+    assert searcher.search("M_Locator\x00\ud800", top_k=1)[0].source_id == WAREHOUSE.source_id
+    assert searcher.search("x" * MAX_QUERY_CHARS, top_k=1) is not None
+
+
+def test_bad_arguments_are_value_errors(searcher: Searcher) -> None:
+    with pytest.raises(ValueError, match="mode"):
+        searcher.search("locator", mode="semantic")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="top_k"):
+        searcher.search("locator", top_k=0)
+
+
+def test_the_pool_serves_32_concurrent_threads(
+    rag_home: Path, indexed_db: str, embedder: Embedder
+) -> None:
+    small = Searcher(
+        _settings(rag_home, indexed_db, search_pool_size=4),
+        embedder=embedder,
+        conninfo=indexed_db,
+    )
+    queries = ["aisle bin level", "C_BPartner_ID", "órdenes de venta", "month-end closing"]
+    expected = {q: ids(small.search(q, top_k=3)) for q in queries}
+    results: list[tuple[str, list[str]]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def client(n: int) -> None:
+        try:
+            for i in range(3):
+                query = queries[(n + i) % len(queries)]
+                found = ids(small.search(query, top_k=3))
+                with lock:
+                    results.append((query, found))
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(results) == 96
+    assert all(found == expected[query] for query, found in results)
+    with psycopg.connect(indexed_db) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = '' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    assert row[0] <= 4 + 8  # this pool and the module searcher's default-sized one
+
+
+def test_searches_survive_a_server_restart(
+    rag_home: Path, indexed_db: str, embedder: Embedder
+) -> None:
+    searcher = Searcher(
+        _settings(rag_home, indexed_db, search_pool_size=2),
+        embedder=embedder,
+        conninfo=indexed_db,
+    )
+    before = ids(searcher.search("aisle bin level", top_k=3))
+    # What a restart does to pooled connections: the server ends every one of them.
+    with psycopg.connect(indexed_db, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    assert ids(searcher.search("aisle bin level", top_k=3)) == before
+
+
+def test_new_chunks_update_the_keyword_statistics(
+    database_url: str, rag_home: Path, embedder: Embedder
+) -> None:
+    index_documents(database_url, [WAREHOUSE, PARTNERS, ORDERS_EN], embedder)
+    searcher = Searcher(
+        _settings(rag_home, database_url), embedder=embedder, conninfo=database_url
+    )
+    assert searcher.search("price list versions", mode="keyword") == []
+    index_documents(database_url, [PRICES], embedder)
+    searcher.refresh_stats()
+    hits = searcher.search("price list versions", mode="keyword")
+    assert hits[0].source_id == PRICES.source_id
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT chunks FROM rag.search_stats").fetchone()
+        count = conn.execute("SELECT count(*) FROM rag.chunks").fetchone()
+    assert row is not None and count is not None
+    assert row[0] == count[0]
