@@ -102,7 +102,7 @@ def ask(
                 click.secho("System prompt:", bold=True)
                 click.echo(context.system)
                 click.secho(
-                    f"\nContext ({len(context.sources)} sections, about {context.tokens} of "
+                    f"\nContext ({len(context.sources)} section(s), about {context.tokens} of "
                     f"{context.budget} tokens):",
                     bold=True,
                 )

@@ -82,20 +82,33 @@ class Recorded:
 
 
 def extractive_answer(user_message: str) -> str:
-    """An answer made of the first sentence of the first two numbered sources, cited."""
+    """An answer made of the first prose sentence of the first two numbered sources, cited."""
+    context = user_message.split("</context>")[0]
     sources = re.findall(
         r"^\[(\d+)\] [^\n]*\n(?:(?:URL|Source): [^\n]*\n)*(.+?)(?=^\[\d+\] |\Z)",
-        user_message.split("</context>")[0],
+        context,
         flags=re.M | re.S,
     )
-    if not sources:
-        return "The context does not contain the answer."
-    parts: list[str] = []
-    for number, body in sources[:2]:
-        text = " ".join(line.strip() for line in body.splitlines() if not line.startswith("#"))
-        sentence = re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0].strip()
-        parts.append(f"{sentence} [{number}]")
-    return " ".join(parts)
+    parts = [
+        f"{sentence} [{number}]"
+        for number, body in sources[:2]
+        if (sentence := _first_sentence(body))
+    ]
+    return " ".join(parts) or "The context does not contain the answer."
+
+
+def _first_sentence(markdown: str) -> str:
+    """The first sentence of prose: no code, headings or tables; list markers and bold removed."""
+    prose = re.sub(r"```.*?(```|\Z)", " ", markdown, flags=re.S)
+    lines = [
+        re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).replace("**", "")
+        for line in prose.splitlines()
+        if line.strip() and not line.lstrip().startswith(("#", "|", "<"))
+    ]
+    for sentence in re.split(r"(?<=[.!?])\s+", " ".join(lines)):
+        if len(sentence) >= 30 and sentence[0].isupper():
+            return sentence.strip()
+    return ""
 
 
 class LLMServer:

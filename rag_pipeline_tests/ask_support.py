@@ -1,0 +1,33 @@
+"""The bundled demo corpus ingested once into its own database, for the `ask` and MCP tests."""
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from rag_pipeline_tests.pipeline_helpers import ingest
+
+
+@contextmanager
+def demo_index(pg_admin_uri: str, rag_home: Path) -> Iterator[dict[str, str]]:
+    """A fresh database holding the ingested demo corpus; yields the environment that uses it."""
+    name = f"test_demo_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = pg_admin_uri.replace("/postgres?", f"/{name}?")
+    env = {"RAG_HOME": str(rag_home), "RAG_VECTORDB_URL": url}
+    try:
+        with pytest.MonkeyPatch.context() as patch, dg.instance_for_test() as instance:
+            for variable, value in env.items():
+                patch.setenv(variable, value)
+            patch.delenv("RAG_EMBEDDING_MODEL", raising=False)
+            patch.delenv("RAG_EMBEDDING_MODEL_PATH", raising=False)
+            ingest("demo", instance)
+        yield env
+    finally:
+        with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
