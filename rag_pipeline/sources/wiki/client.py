@@ -119,6 +119,7 @@ class MediaWikiClient:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._lock = threading.Lock()
         self._siteinfo: SiteInfo | None = None
+        self._siteinfo_lock = threading.Lock()
         self._http = httpx.Client(
             headers={"User-Agent": user_agent, "Accept-Encoding": "gzip"},
             timeout=timeout,
@@ -200,7 +201,9 @@ class MediaWikiClient:
 
     def siteinfo(self) -> SiteInfo:
         """The wiki's name, version, server, article path and clock (cached per client)."""
-        if self._siteinfo is None:
+        with self._siteinfo_lock:  # fetch threads ask at once; one request answers all
+            if self._siteinfo is not None:
+                return self._siteinfo
             data = self.get({"action": "query", "meta": "siteinfo", "siprop": "general"})
             general = data["query"]["general"]
             self._siteinfo = SiteInfo(
