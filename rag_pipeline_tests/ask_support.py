@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
+from psycopg import sql
 
 from rag_pipeline_tests.pipeline_helpers import ingest
 
@@ -17,7 +18,7 @@ def demo_index(pg_admin_uri: str, rag_home: Path) -> Iterator[dict[str, str]]:
     """A fresh database holding the ingested demo corpus; yields the environment that uses it."""
     name = f"test_demo_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     url = pg_admin_uri.replace("/postgres?", f"/{name}?")
     env = {"RAG_HOME": str(rag_home), "RAG_VECTORDB_URL": url}
     try:
@@ -30,4 +31,6 @@ def demo_index(pg_admin_uri: str, rag_home: Path) -> Iterator[dict[str, str]]:
         yield env
     finally:
         with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

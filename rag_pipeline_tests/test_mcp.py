@@ -1,0 +1,263 @@
+"""`rag mcp` driven by the official MCP SDK's own client: the server runs as a subprocess over
+stdio (and once over streamable HTTP on loopback) against the ingested demo corpus."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+from rag_pipeline_tests.ask_support import demo_index
+
+TOOLS = {"search_knowledge", "get_knowledge_stats", "find_ad_entity", "lookup_development_docs"}
+
+# Application Dictionary rows as the ad_metadata source stores them: the DB identifiers are in
+# the body. They are added next to the demo corpus (that source is not ingested here), copying
+# a demo row so every other column keeps its stored shape.
+_AD_DOCUMENTS = [
+    (
+        "AD_Window:143",
+        "Sales Order",
+        "Window › Sales Order",
+        "# Sales Order\n\nEnter and process sales orders. Tabs: Order (`C_Order`), Order Line"
+        " (`C_OrderLine`).\n\nBusiness Partner field: `C_BPartner_ID`.",
+    ),
+    (
+        "AD_Table:291",
+        "Business Partner",
+        "Table › C_BPartner",
+        "# Business Partner\n\nTableName: `C_BPartner`\n\nColumns: `C_BPartner_ID`, `Value`,"
+        " `Name`, `IsCustomer`, `IsVendor`.",
+    ),
+    (
+        "AD_Process:238",
+        "Generate Invoices",
+        "Process › Generate Invoices",
+        "# Generate Invoices\n\nGenerate invoices from shipments or orders. Procedure:"
+        " `C_Invoice_Generate`.",
+    ),
+]
+
+
+def _add_ad_documents(conninfo: str) -> None:
+    with psycopg.connect(conninfo) as conn, conn.transaction():
+        conn.execute("CREATE TEMP TABLE ad_row AS SELECT * FROM rag.documents ORDER BY id LIMIT 1")
+        for source_id, title, breadcrumb, body in _AD_DOCUMENTS:
+            conn.execute(
+                "UPDATE ad_row SET id = %(id)s, source_type = 'ad_metadata',"
+                " source_id = %(source_id)s, doc_key = %(doc_key)s, title = %(title)s,"
+                " breadcrumb = %(breadcrumb)s, url = '', body = %(body)s, language = 'en_US',"
+                " metadata = '{}'",
+                {
+                    "id": f"test-{source_id}",
+                    "source_id": source_id,
+                    "doc_key": f"{source_id}@en_US",
+                    "title": title,
+                    "breadcrumb": breadcrumb,
+                    "body": body,
+                },
+            )
+            conn.execute("INSERT INTO rag.documents SELECT * FROM ad_row")
+
+
+@pytest.fixture(scope="module")
+def server_env(pg_admin_uri: str, rag_home: Path) -> Iterator[dict[str, str]]:
+    """The environment `rag mcp` runs with: the demo index plus three dictionary entries."""
+    with demo_index(pg_admin_uri, rag_home) as env:
+        _add_ad_documents(env["RAG_VECTORDB_URL"])
+        yield {**env, "RAG_DEVELOPER_CATEGORIES": "Developer,Plug-In"}
+
+
+def _text(result: CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def _structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, _text(result)
+    if result.structured_content is not None:
+        return dict(result.structured_content)
+    return json.loads(_text(result))
+
+
+async def _session(env: dict[str, str]) -> dict[str, Any]:
+    """Every call the tests check, in one server process (starting it loads the model)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rag_pipeline.cli", "mcp"],
+        env={**env, "PYTHONUNBUFFERED": "1"},
+    )
+    out: dict[str, Any] = {}
+    async with Client(params, read_timeout_seconds=120) as client:
+        out["tools"] = (await client.list_tools()).tools
+        calls = {
+            "search": ("search_knowledge", {"query": "How do I set up locators in a warehouse?"}),
+            "search_filtered": (
+                "search_knowledge",
+                {"query": "locators", "source_types": ["wiki"], "top_k": 3},
+            ),
+            "stats": ("get_knowledge_stats", {}),
+            "ad_name": ("find_ad_entity", {"name": "Sales Order", "entity_type": "window"}),
+            "ad_identifier": ("find_ad_entity", {"name": "C_BPartner_ID"}),
+            "ad_identifier_table": (
+                "find_ad_entity",
+                {"name": "c_bpartner", "entity_type": "table"},
+            ),
+            "ad_id": ("find_ad_entity", {"name": "AD_Process:238"}),
+            "dev": ("lookup_development_docs", {"topic": "register an event handler"}),
+            "empty_query": ("search_knowledge", {"query": "   "}),
+            "bad_type": ("find_ad_entity", {"name": "x", "entity_type": "report"}),
+            "bad_top_k": ("search_knowledge", {"query": "x", "top_k": 500}),
+        }
+        for key, (tool, arguments) in calls.items():
+            out[key] = await client.call_tool(tool, arguments)
+    return out
+
+
+@pytest.fixture(scope="module")
+def calls(server_env: dict[str, str]) -> dict[str, Any]:
+    """The results of one stdio session."""
+    return anyio.run(_session, server_env)
+
+
+def test_list_tools_shows_the_four_tools_with_schemas(calls: dict[str, Any]) -> None:
+    tools = {tool.name: tool for tool in calls["tools"]}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description
+        assert len(tool.description) > 80
+        assert tool.input_schema["type"] == "object"
+        assert tool.output_schema is not None
+    search = tools["search_knowledge"].input_schema
+    assert search["required"] == ["query"]
+    assert set(search["properties"]) == {"query", "source_types", "languages", "top_k"}
+    assert search["properties"]["query"]["description"]
+    assert search["properties"]["top_k"]["maximum"] == 20
+    ad = tools["find_ad_entity"].input_schema
+    assert ad["required"] == ["name"]
+    assert "window" in json.dumps(ad["properties"]["entity_type"])
+    assert tools["get_knowledge_stats"].input_schema.get("properties", {}) == {}
+    assert tools["lookup_development_docs"].input_schema["required"] == ["topic"]
+
+
+def test_search_knowledge_returns_the_warehouse_page(calls: dict[str, Any]) -> None:
+    result = _structured(calls["search"])
+    best = result["hits"][0]
+    assert best["title"] == "Setting up Warehouses and Locators"
+    assert best["source_id"] == "demo/warehouse-and-locators.md"
+    assert best["rank"] == 1
+    assert "locator" in best["text"].lower()
+    assert {"breadcrumb", "section", "url", "score"} <= set(best)
+    assert _structured(calls["search_filtered"])["hits"] == []
+    assert _structured(calls["search_filtered"])["note"]
+
+
+def test_get_knowledge_stats_counts_the_demo(calls: dict[str, Any]) -> None:
+    stats = _structured(calls["stats"])
+    files = [s for s in stats["sources"] if s["source_type"] == "files"]
+    assert files == [
+        {"source_type": "files", "language": "en_US", "documents": 9, "chunks": files[0]["chunks"]}
+    ]
+    assert files[0]["chunks"] > 9
+    assert stats["embedding_model"] == "all-MiniLM-L6-v2-int8"
+    assert stats["dimension"] == 384
+    assert stats["total_documents"] == 9 + len(_AD_DOCUMENTS)
+    (run,) = [r for r in stats["last_runs"] if r["source_type"] == "files"]
+    assert run["partition_key"]
+    assert run["finished_at"]
+
+
+def test_find_ad_entity_matches_names_identifiers_and_ids(calls: dict[str, Any]) -> None:
+    by_name = _structured(calls["ad_name"])["matches"]
+    assert [(m["source_id"], m["match"]) for m in by_name] == [("AD_Window:143", "name")]
+    assert by_name[0]["entity_type"] == "window"
+    assert "C_Order" in by_name[0]["text"]
+    by_identifier = _structured(calls["ad_identifier"])["matches"]
+    assert {m["source_id"] for m in by_identifier} == {"AD_Window:143", "AD_Table:291"}
+    assert {m["match"] for m in by_identifier} == {"identifier"}
+    (table,) = _structured(calls["ad_identifier_table"])["matches"]
+    assert table["source_id"] == "AD_Table:291"
+    (process,) = _structured(calls["ad_id"])["matches"]
+    assert (process["source_id"], process["match"], process["entity_type"]) == (
+        "AD_Process:238",
+        "source_id",
+        "process",
+    )
+
+
+def test_lookup_development_docs_keeps_to_developer_pages(calls: dict[str, Any]) -> None:
+    hits = _structured(calls["dev"])["hits"]
+    assert hits
+    assert {h["source_id"] for h in hits} == {"demo/developing-a-plugin.md"}
+
+
+def test_bad_arguments_are_tool_errors_not_crashes(calls: dict[str, Any]) -> None:
+    for key in ("empty_query", "bad_type", "bad_top_k"):
+        result = calls[key]
+        assert result.is_error, key
+        assert _text(result)
+    assert "must not be empty" in _text(calls["empty_query"])
+
+
+def test_an_unavailable_index_is_a_tool_error(tmp_path: Path) -> None:
+    env = {"RAG_HOME": str(tmp_path), "RAG_VECTORDB_URL": "postgresql://nobody@127.0.0.1:1/none"}
+
+    async def call() -> CallToolResult:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=env
+        )
+        async with Client(params, read_timeout_seconds=120) as client:
+            return await client.call_tool("get_knowledge_stats", {})
+
+    result = anyio.run(call)
+    assert result.is_error
+    assert "knowledge index is unavailable" in _text(result)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_streamable_http_on_loopback(server_env: dict[str, str]) -> None:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rag_pipeline.cli", "mcp", "--http", str(port)],
+        env={**os.environ, **server_env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.2)
+
+        async def call() -> tuple[set[str], CallToolResult]:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                return names, await client.call_tool(
+                    "search_knowledge", {"query": "payment allocation", "top_k": 2}
+                )
+
+        names, result = anyio.run(call)
+        assert names == TOOLS
+        hits = _structured(result)["hits"]
+        assert hits[0]["source_id"] == "demo/payment-allocation.json"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
