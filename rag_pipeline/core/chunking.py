@@ -31,8 +31,11 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from rag_pipeline.core.models import Chunk, Section
+from rag_pipeline.core.time_budget import BudgetExpired, time_budget
 
-CHUNKER_VERSION = "2"
+CHUNKER_VERSION = "3"
+# Chunking is linear, but a megabyte of empty headings still costs a minute of parsing.
+DEFAULT_TIME_BUDGET_SECONDS = 30.0
 
 _HEADER_SEPARATOR = " › "
 # Breadcrumbs arrive as "A > B > C" (seed ADR-021) or already joined with "›".
@@ -81,6 +84,11 @@ class ChunkingSettings:
         overlap_sentences: Whole sentences repeated from the end of the previous chunk of the
             same section (0 = none).
         min_section_tokens: Sections smaller than this merge with a neighbour.
+        max_chunks: A document that would need more chunks fails with the reason (a
+            megabyte of "#" or of table rows must not cost thousands of embeddings).
+        max_chunk_chars: Most characters in one chunk's embedded text. A word the tokenizer
+            does not know is one token however long, so without it a 5 MB "word" would be one
+            6-token chunk; text is counted as at least `max_tokens` per `max_chunk_chars`.
     """
 
     section_levels: tuple[int, ...] = (1, 2)
@@ -88,6 +96,8 @@ class ChunkingSettings:
     max_tokens: int = 256
     overlap_sentences: int = 1
     min_section_tokens: int = 24
+    max_chunks: int = 2000
+    max_chunk_chars: int = 6000
 
     def __post_init__(self) -> None:
         """Reject settings that cannot produce a valid chunking."""
@@ -99,6 +109,11 @@ class ChunkingSettings:
             raise ValueError(f"target_tokens must be positive: {self.target_tokens}")
         if self.overlap_sentences < 0 or self.min_section_tokens < 0:
             raise ValueError("overlap_sentences and min_section_tokens must not be negative")
+        if self.max_chunks < 1 or self.max_chunk_chars < 1:
+            raise ValueError(
+                "max_chunks and max_chunk_chars must be positive: "
+                f"{self.max_chunks}, {self.max_chunk_chars}"
+            )
 
     def fingerprint(self) -> str:
         """Return a stable hash of these settings and the algorithm version.
@@ -110,6 +125,10 @@ class ChunkingSettings:
 
 
 _DEFAULT_SETTINGS = ChunkingSettings()
+
+
+class ChunkLimitError(ValueError):
+    """The document needs more chunks than `max_chunks`; str(error) says so and what to set."""
 
 
 class TokenCounter(Protocol):
@@ -155,6 +174,7 @@ def chunk_markdown(
     breadcrumb: str,
     count_tokens: TokenCounter,
     settings: ChunkingSettings = _DEFAULT_SETTINGS,
+    time_budget_seconds: float | None = DEFAULT_TIME_BUDGET_SECONDS,
 ) -> tuple[list[Section], list[Chunk]]:
     """Cut a Markdown document into parent sections and embeddable chunks.
 
@@ -164,6 +184,7 @@ def chunk_markdown(
         breadcrumb: The document's location, used in every chunk's context header.
         count_tokens: The embedding model's token counter.
         settings: Section levels and token budgets.
+        time_budget_seconds: Most seconds chunking may take (None: no limit).
 
     Returns:
         The sections in document order and the chunks in document order. A chunk's
@@ -173,10 +194,18 @@ def chunk_markdown(
 
     Raises:
         ValueError: If `max_tokens` leaves no room for even a single character.
+        ChunkLimitError: The document needs more than `settings.max_chunks` chunks, or more
+            than `time_budget_seconds` to chunk.
     """
     if not markdown.strip():
         return [], []
-    return _Chunker(markdown, title, breadcrumb, count_tokens, settings).run()
+    try:
+        with time_budget(time_budget_seconds):
+            return _Chunker(markdown, title, breadcrumb, count_tokens, settings).run()
+    except BudgetExpired:
+        raise ChunkLimitError(
+            f"document took more than {time_budget_seconds:g} s to chunk (RAG_MAX_CONVERT_SECONDS)"
+        ) from None
 
 
 @cache
@@ -218,11 +247,6 @@ class _SectionDraft:
     blocks: tuple[_Piece, ...]
     tokens: int
 
-    def absorb(self, other: "_SectionDraft", *, other_first: bool) -> "_SectionDraft":
-        """Return this section grown by a neighbour's blocks; this section's name is kept."""
-        blocks = other.blocks + self.blocks if other_first else self.blocks + other.blocks
-        return replace(self, blocks=blocks, tokens=self.tokens + other.tokens)
-
 
 class _Chunker:
     """One document's chunking run: the parse, the token-count caches and the packer."""
@@ -257,11 +281,17 @@ class _Chunker:
 
     # -- token counts ------------------------------------------------------------------
 
+    def _cost(self, text: str) -> int:
+        """Model tokens of `text`, but never fewer than its share of the character budget."""
+        settings = self._settings
+        floor = -(-len(text) * settings.max_tokens // settings.max_chunk_chars)
+        return max(self._count(text) - self._specials, floor, 0)
+
     def _span_tokens(self, start: int, end: int) -> int:
         key = (start, end)
         cached = self._span_cache.get(key)
         if cached is None:
-            cached = max(0, self._count(self._doc[start:end]) - self._specials)
+            cached = self._cost(self._doc[start:end])
             self._span_cache[key] = cached
         return cached
 
@@ -270,7 +300,7 @@ class _Chunker:
             return 0
         cached = self._text_cache.get(text)
         if cached is None:
-            cached = max(0, self._count(text) - self._specials)
+            cached = self._cost(text)
             self._text_cache[text] = cached
         return cached
 
@@ -412,19 +442,31 @@ class _Chunker:
             depth = len(parent.path)
             return other.level > parent.level and other.path[:depth] == parent.path
 
-        backward: list[_SectionDraft] = []
+        # Merged runs are collected as lists and frozen once at the end: absorbing one draft
+        # at a time into a growing tuple made 500,000 empty headings take minutes.
+        backward: list[tuple[_SectionDraft, list[_SectionDraft]]] = []
         for draft in drafts:
-            if backward and tiny(draft) and siblings(backward[-1], draft):
-                backward[-1] = backward[-1].absorb(draft, other_first=False)
+            if backward and tiny(draft) and siblings(backward[-1][0], draft):
+                head, run = backward[-1]
+                run.append(draft)
+                backward[-1] = (replace(head, tokens=head.tokens + draft.tokens), run)
             else:
-                backward.append(draft)
+                backward.append((draft, [draft]))
         # Right to left, so that a run of tiny sections collects into the first big one.
-        for i in range(len(backward) - 2, -1, -1):
-            here, after = backward[i], backward[i + 1]
-            if tiny(here) and (siblings(here, after) or child(here, after)):
-                backward[i + 1] = after.absorb(here, other_first=True)
-                del backward[i]
-        return backward
+        merged: list[tuple[_SectionDraft, list[list[_SectionDraft]]]] = []
+        for here, run in reversed(backward):
+            if merged:
+                after, runs = merged[-1]
+                if tiny(here) and (siblings(here, after) or child(here, after)):
+                    runs.append(run)
+                    merged[-1] = (replace(after, tokens=after.tokens + here.tokens), runs)
+                    continue
+            merged.append((here, [run]))
+        out: list[_SectionDraft] = []
+        for head, runs in reversed(merged):
+            blocks = tuple(b for run in reversed(runs) for d in run for b in d.blocks)
+            out.append(replace(head, blocks=blocks))
+        return out
 
     # -- run ---------------------------------------------------------------------------
 
@@ -440,6 +482,12 @@ class _Chunker:
             )
             for text, embedded, count, c_start, c_end in self._section_chunks(draft):
                 chunks.append(Chunk(len(chunks), ordinal, text, embedded, count, c_start, c_end))
+            limit = self._settings.max_chunks
+            if len(chunks) > limit:
+                # Stop at once: the rest of a runaway document is not worth chunking.
+                raise ChunkLimitError(
+                    f"document needs more than {limit:,} chunks (RAG_MAX_CHUNKS_PER_DOCUMENT)"
+                )
         return sections, chunks
 
     def _header(self, path: tuple[str, ...], omit: str = "") -> str:
@@ -488,7 +536,7 @@ class _Chunker:
                     # Only shorter than `header`, so the room computed above still holds.
                     embedded = (first_header if index == 0 else header) + text
                     count = self._count(embedded)
-                    over = count - settings.max_tokens
+                    over = max(count, self._cost(embedded) + self._specials) - settings.max_tokens
                     if over <= 0:
                         out.append((text, embedded, count, group[0].start, group[-1].end))
                         break
@@ -649,6 +697,7 @@ class _Chunker:
                     and not cur[-1].suffix
                     and remaining > 0
                     and item.split_as == "node"
+                    and not self._headless_table(item)
                 ):
                     # Fits alone but not under its heading: a group holding only the heading
                     # would be useless, so the heading takes the first part. (Not for a
@@ -765,6 +814,17 @@ class _Chunker:
             child = atoms[0]
             item = replace(child, start=item.start, end=max(child.end, item.end))
         return item
+
+    def _headless_table(self, item: _Piece) -> bool:
+        """True for a table of a header and delimiter row only: it has no row to split at.
+
+        Splitting it anyway cuts between its header and delimiter rows, and the second part
+        becomes a repeated header over a lone delimiter row: junk in the index.
+        """
+        inner = self._descend(item)
+        if inner.node is None or self._tokens[inner.node[0]].type != "table_open":
+            return False
+        return len(self._node_atoms(inner)) < 2
 
     def _wrappers(self, item: _Piece) -> list[tuple[str, str]]:
         """Return what every piece of a split fence or table repeats, fullest form first."""

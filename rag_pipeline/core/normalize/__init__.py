@@ -14,8 +14,10 @@ from rag_pipeline.core.normalize.editorjs import editorjs_to_tree
 from rag_pipeline.core.normalize.html import convert_tree, html_to_markdown, prepare_tree
 from rag_pipeline.core.normalize.markdown import canonicalize_with_heading, split_front_matter
 from rag_pipeline.core.normalize.text import text_to_markdown
+from rag_pipeline.core.time_budget import BudgetExpired, time_budget
 
 __all__ = [
+    "DEFAULT_TIME_BUDGET_SECONDS",
     "MarkdownDocument",
     "NormalizationError",
     "SourceFormat",
@@ -43,7 +45,17 @@ def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocu
     return MarkdownDocument(markdown, metadata, heading)
 
 
-def to_markdown(body: str, fmt: SourceFormat, *, base_url: str | None = None) -> MarkdownDocument:
+# Conversion is linear but can be slow on hostile input; past this a document fails alone.
+DEFAULT_TIME_BUDGET_SECONDS = 30.0
+
+
+def to_markdown(
+    body: str,
+    fmt: SourceFormat,
+    *,
+    base_url: str | None = None,
+    time_budget_seconds: float | None = DEFAULT_TIME_BUDGET_SECONDS,
+) -> MarkdownDocument:
     """Convert a document body to canonical GFM.
 
     Args:
@@ -52,6 +64,8 @@ def to_markdown(body: str, fmt: SourceFormat, *, base_url: str | None = None) ->
         fmt: The format of `body`.
         base_url: The address the document was published at; relative link and image
             targets are resolved against it (left as they are when None).
+        time_budget_seconds: Most seconds the conversion may take (None: no limit); past it
+            the document fails with NormalizationError (RAG_MAX_CONVERT_SECONDS).
 
     Returns:
         The canonical Markdown (ending with one newline, "" when there is no content) and
@@ -72,7 +86,13 @@ def to_markdown(body: str, fmt: SourceFormat, *, base_url: str | None = None) ->
             f"unknown source format {fmt!r}; expected one of {known}"
         ) from error
     try:
-        return _convert(body, source_format, base_url)
+        with time_budget(time_budget_seconds):
+            return _convert(body, source_format, base_url)
+    except BudgetExpired:
+        raise NormalizationError(
+            f"{source_format.value} document took more than {time_budget_seconds:g} s to "
+            "convert (RAG_MAX_CONVERT_SECONDS)"
+        ) from None
     except RecursionError as error:
         # Converters and the Markdown parser recurse per nesting level of the document.
         raise NormalizationError(

@@ -27,6 +27,8 @@ from markdown_it.token import Token
 from mdformat.renderer import MDRenderer, RenderContext, RenderTreeNode
 from mdit_py_plugins.container import container_plugin
 
+from rag_pipeline.core.normalize.document import NormalizationError
+
 _MDFORMAT_OPTIONS: Mapping[str, Any] = {
     # "no" means: never wrap, and join the lines of a paragraph (see the module docstring).
     "wrap": "no",
@@ -268,10 +270,32 @@ def _first_heading(tokens: list[Token]) -> str:
     return ""
 
 
+def _check_nesting(tokens: list[Token], limit: int) -> None:
+    """Refuse a document deeper than the parser's nesting cap instead of losing its content.
+
+    markdown-it stops at `maxNesting` levels of lists, quotes (and inline markup) and drops
+    everything deeper without a word: a list nested 1,500 levels kept 49 of its words.
+    """
+    for token in tokens:
+        deepest = token.level
+        if token.children:
+            deepest = max(deepest, *(child.level for child in token.children))
+        if deepest >= limit - 1:
+            # A list level is two parser levels (list and item), a quote one.
+            raise NormalizationError(
+                f"document is nested too deeply: lists, quotes or emphasis reach the parser's "
+                f"limit of {limit} levels (about {limit // 2} nested lists), and what is "
+                "deeper would be lost; flatten the nesting"
+            )
+
+
 def _render(markdown: str, base_url: str | None) -> tuple[str, str]:
     mdit = _parser()
     env: dict[str, Any] = {}
-    tokens = mdit.parse(markdown, env)
+    # CommonMark turns NUL into U+FFFD; we promise NUL is removed (as the sanitizer does), so
+    # it must go before the parser sees it.
+    tokens = mdit.parse(markdown.replace("\x00", ""), env)
+    _check_nesting(tokens, int(mdit.options["maxNesting"]))
     _prepare_tokens(tokens)
     if base_url:
         _resolve_links(tokens, env, base_url)
