@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rag_pipeline.core.source import DocumentRef  # noqa: E402
+from rag_pipeline.core.source import DocumentRef, SourceDocument  # noqa: E402
 from rag_pipeline.sources.wiki.client import MediaWikiClient  # noqa: E402
 from rag_pipeline.sources.wiki.source import WikiConfig, WikiSource  # noqa: E402
 from rag_pipeline_tests.mediawiki_server import (  # noqa: E402
@@ -67,7 +67,7 @@ def kinds(requests: list[dict[str, str]]) -> Counter[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--categories", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.0)
@@ -95,6 +95,7 @@ def main() -> None:
             # As the shared pipeline does: a page already stored at this revid is not fetched.
             changed = [r for r in refs if stored.get(r.key) != r.version]
             for document in source.fetch(changed):
+                assert isinstance(document, SourceDocument), document
                 stored[document.source_id + "@" + document.language] = document.version
                 fetched += 1
         full_seconds = time.perf_counter() - start

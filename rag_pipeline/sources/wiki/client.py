@@ -77,9 +77,9 @@ class SiteInfo:
 
     def page_url(self, title: str) -> str:
         """The address a person reads `title` at, e.g. https://wiki.idempiere.org/en/NF11_X."""
-        path = self.articlepath.replace("$1", quote(title.replace(" ", "_"), safe="/:()',!"))
+        # A protocol-relative server (`//wiki.example.org`) is common; links need a scheme.
         server = self.server if not self.server.startswith("//") else "https:" + self.server
-        return server + path
+        return article_address(server + self.articlepath, title)
 
 
 class MediaWikiClient:
@@ -262,6 +262,11 @@ def _retry_after(value: str | None) -> float | None:
             return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
         except (TypeError, ValueError):
             return None
+
+
+def article_address(pattern: str, title: str) -> str:
+    """`pattern` (an article address with `$1`) for `title`, spelled as MediaWiki links it."""
+    return pattern.replace("$1", quote(title.replace(" ", "_"), safe="/:()',!"))
 
 
 def batched(items: list[str], size: int = MAX_IDS_PER_QUERY) -> Iterator[list[str]]:

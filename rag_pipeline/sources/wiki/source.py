@@ -26,14 +26,19 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.source import ChainOptions, DocumentRef, Source, SourceDocument
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.wiki.client import DEFAULT_USER_AGENT, MediaWikiClient, WikiApiError
+from rag_pipeline.sources.wiki.client import (
+    DEFAULT_USER_AGENT,
+    MediaWikiClient,
+    WikiApiError,
+    article_address,
+)
 from rag_pipeline.sources.wiki.discovery import (
     PageRevision,
     category_members,
@@ -166,7 +171,6 @@ class _Locator:
     title: str
     path: tuple[str, ...] = ()
     export: str = ""
-    extra: dict[str, Any] = field(default_factory=lambda: {})
 
     def dumps(self) -> str:
         data: dict[str, Any] = {"title": self.title, "path": list(self.path)}
@@ -335,7 +339,7 @@ def _exported_document(
     page: ExportPage, ref: DocumentRef, article_url: str, sitename: str
 ) -> SourceDocument:
     rendered = wikitext_to_html(page.text, article_url=article_url)
-    url = article_url.replace("$1", page.title.replace(" ", "_")) if article_url else ""
+    url = article_address(article_url, page.title) if article_url else ""
     categories = list(rendered.categories)
     return SourceDocument(
         source_id=ref.source_id,

@@ -16,7 +16,8 @@ HTML-escaped, except the inline tags wikitext allows, which pass through to the 
 import html
 import re
 from dataclasses import dataclass
-from urllib.parse import quote
+
+from rag_pipeline.sources.wiki.client import article_address
 
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _MAGIC = re.compile(r"__[A-Z]+__")
@@ -287,11 +288,7 @@ class _Renderer:
             target, label = match.group(1).strip(), (match.group(2) or "").strip()
             shown = label or target.lstrip(":")
             page = target.lstrip(":").split("#")[0]
-            href = (
-                self.article_url.replace("$1", quote(page.replace(" ", "_"), safe="/:()',!"))
-                if self.article_url
-                else quote(page.replace(" ", "_"), safe="/:()',!")
-            )
+            href = article_address(self.article_url or "$1", page)
             return hold(f'<a href="{html.escape(href, quote=True)}">{html.escape(shown)}</a>')
 
         def external_link(match: re.Match[str]) -> str:
