@@ -113,6 +113,11 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
                 {"name": "c_bpartner", "entity_type": "table"},
             ),
             "ad_id": ("find_ad_entity", {"name": "AD_Process:238"}),
+            "ad_wrong_type": (
+                "find_ad_entity",
+                {"name": "C_BPartner_ID", "entity_type": "process"},
+            ),
+            "ad_unknown": ("find_ad_entity", {"name": "Warehouse & Locators"}),
             "dev": ("lookup_development_docs", {"topic": "register an event handler"}),
             "empty_query": ("search_knowledge", {"query": "   "}),
             "bad_type": ("find_ad_entity", {"name": "x", "entity_type": "report"}),
@@ -192,6 +197,14 @@ def test_find_ad_entity_matches_names_identifiers_and_ids(calls: dict[str, Any])
         "source_id",
         "process",
     )
+
+
+def test_find_ad_entity_without_a_match_says_why(calls: dict[str, Any]) -> None:
+    # No exact match and no searchable dictionary chunk (only the demo corpus is embedded).
+    for key in ("ad_wrong_type", "ad_unknown"):
+        result = _structured(calls[key])
+        assert result["matches"] == []
+        assert "ad_metadata" in result["note"]
 
 
 def test_lookup_development_docs_keeps_to_developer_pages(calls: dict[str, Any]) -> None:
