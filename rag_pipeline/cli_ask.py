@@ -4,11 +4,15 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rag_pipeline.settings import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from rag_pipeline.search.ask import Answer, Answerer
+    from rag_pipeline.search.context import AnswerContext
 
 
 def _settings() -> Settings:
@@ -21,6 +25,8 @@ def _settings() -> Settings:
 @contextmanager
 def _errors_as_messages() -> Iterator[None]:
     """Known failures (configuration, model, database, LLM) print one line, not a traceback."""
+    from psycopg import OperationalError
+
     from rag_pipeline.core.embedding import EmbeddingModelError
     from rag_pipeline.search.llm import LLMError
     from rag_pipeline.store.migrations import ModelMismatchError
@@ -29,6 +35,9 @@ def _errors_as_messages() -> Iterator[None]:
         yield
     except (ConfigError, EmbeddingModelError, ModelMismatchError, LLMError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise click.ClickException(f"the vector database is unavailable: {first}") from exc
 
 
 @click.command()
@@ -66,7 +75,7 @@ def ask(
     With no LLM configured, prints the context it would send and how to configure one.
     """
     from rag_pipeline.runtime import load_embedder
-    from rag_pipeline.search.ask import Answer, Answerer, prepare
+    from rag_pipeline.search.ask import Answerer, prepare
     from rag_pipeline.search.engine import Searcher
     from rag_pipeline.search.llm import ChatProvider, configuration_hint, resolve_provider
 
@@ -75,15 +84,18 @@ def ask(
         config = resolve_provider(settings, provider=provider, model=model)
         # Fail on a bad provider setting before the costlier retrieval.
         chat = ChatProvider(config, on_retry=_notice) if config else None
-        context = prepare(
-            Searcher(settings),
-            question,
-            top_k=top_k or settings.ask_top_k,
-            budget=settings.llm_context_tokens,
-            count_tokens=load_embedder(settings).count_tokens,
-            source_types=sources,
-            languages=languages,
-        )
+        try:
+            context = prepare(
+                Searcher(settings),
+                question,
+                top_k=top_k or settings.ask_top_k,
+                budget=settings.llm_context_tokens,
+                count_tokens=load_embedder(settings).count_tokens,
+                source_types=sources,
+                languages=languages,
+            )
+        except ValueError as exc:  # search's own refusal, e.g. an empty or over-long question
+            raise click.ClickException(str(exc)) from exc
         if chat is None:
             hint = configuration_hint(None if provider in (None, "auto") else provider)
             if as_json:
@@ -117,24 +129,10 @@ def ask(
                 _print_json({"answer": None, "citations": [], "usage": None, "error": message})
                 return
             raise click.ClickException(message)
-        answerer = Answerer(chat)
-        if as_json:
-            answer = answerer.answer(question, context)
-        else:
-            answer = None
-            streamed = False
-            try:
-                for item in answerer.stream(question, context):
-                    if isinstance(item, Answer):
-                        answer = item
-                    else:
-                        click.echo(item, nl=False)
-                        sys.stdout.flush()
-                        streamed = True
-            finally:
-                if streamed:
-                    click.echo()
-    assert answer is not None
+        try:
+            answer = _answer(Answerer(chat), question, context, stream=not as_json)
+        finally:
+            chat.close()
     if as_json:
         _print_json(
             {
@@ -169,6 +167,31 @@ def ask(
             click.echo(f"    {c.url or f'{c.source_type}:{c.source_id}'}")
     else:
         click.secho("\n(the answer cites no source)", fg="yellow")
+
+
+def _answer(
+    answerer: "Answerer", question: str, context: "AnswerContext", *, stream: bool
+) -> "Answer":
+    """The complete answer; with `stream`, its text goes to the terminal as it arrives."""
+    from rag_pipeline.search.ask import Answer
+
+    if not stream:
+        return answerer.answer(question, context)
+    answer: Answer | None = None
+    streamed = False
+    try:
+        for item in answerer.stream(question, context):
+            if isinstance(item, Answer):
+                answer = item
+            else:
+                click.echo(item, nl=False)
+                sys.stdout.flush()  # token by token, not when the line ends
+                streamed = True
+    finally:
+        if streamed:
+            click.echo()  # an error line then starts on a line of its own
+    assert answer is not None  # the stream always ends with the Answer
+    return answer
 
 
 def _notice(message: str) -> None:

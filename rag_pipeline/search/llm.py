@@ -113,11 +113,17 @@ class ChatProvider:
             variable = "ANTHROPIC_BASE_URL" if config.provider == "anthropic" else "OPENAI_BASE_URL"
             raise LLMError(f"{variable} must start with http:// or https://")
         self.config = config
+        self._owns_client = client is None
         self._client = client or httpx.Client(
             timeout=httpx.Timeout(config.timeout, connect=min(config.timeout, 10.0))
         )
         self._sleep = sleep
         self._on_retry = on_retry
+
+    def close(self) -> None:
+        """Close the HTTP connections (of a client this provider created)."""
+        if self._owns_client:
+            self._client.close()
 
     @property
     def url(self) -> str:
