@@ -3,6 +3,7 @@ speaking the Anthropic or OpenAI wire format in place of the LLM."""
 
 import json
 import re
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -181,3 +182,19 @@ def test_filters_reach_retrieval(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 1
     assert "nothing in the index matches" in result.stderr
     assert server.requests == []
+
+
+def test_an_unreachable_database_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv("RAG_HOME", str(tmp_path))
+    monkeypatch.setenv("RAG_VECTORDB_URL", f"postgresql://nobody@127.0.0.1:{port}/none")
+    for variable in _LLM_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    result = _ask(QUESTION)
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("Error: the vector database is unavailable")
