@@ -8,7 +8,7 @@ the ingestion pipeline.
 """
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from rag_pipeline.core.chunking import chunk_markdown
+from rag_pipeline.core.chunking import TokenCounter, chunk_markdown
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import ts_config_for
 
@@ -63,7 +63,7 @@ def _id(*parts: object) -> str:
 
 
 def split(
-    docs: Sequence[Doc], count_tokens: Callable[[str], int]
+    docs: Sequence[Doc], count_tokens: TokenCounter
 ) -> tuple[
     list[tuple[str, Doc]], list[tuple[str, str, int, str, list[str], str, int, int]], list[ChunkRow]
 ]:

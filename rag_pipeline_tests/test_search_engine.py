@@ -2,8 +2,6 @@
 identifiers, Spanish, bad input and the connection pool."""
 
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -15,8 +13,8 @@ from rag_pipeline.search.identifiers import query_identifiers
 from rag_pipeline.search.language import detect_language
 from rag_pipeline.search.query import MAX_QUERY_CHARS, prepare_query
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline_tests import search_fixtures
 from rag_pipeline_tests.search_corpus import (
-    CORPUS,
     COUNTING,
     EVENTS,
     INVOICE_ES,
@@ -28,23 +26,9 @@ from rag_pipeline_tests.search_corpus import (
 )
 from rag_pipeline_tests.search_support import Doc, index_documents
 
+indexed_db = search_fixtures.indexed_db  # the shared module-scoped fixture
+
 MODES = ("hybrid", "vector", "keyword")
-
-
-@pytest.fixture(scope="module")
-def indexed_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
-    """A database holding the hand-made corpus, shared by this module's read-only tests."""
-    name = f"search_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = pg_admin_uri.replace("/postgres?", f"/{name}?")
-    index_documents(url, CORPUS, embedder)
-    yield url
-    from rag_pipeline.search.pool import close_pools
-
-    close_pools()
-    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _settings(rag_home: Path, url: str, **overrides: object) -> Settings:
@@ -75,8 +59,10 @@ def test_hybrid_scores_are_fused_and_explained(searcher: Searcher) -> None:
     assert 0 < hits[0].score <= 1
     legs = hits[0].explain
     assert legs is not None
-    assert legs.vector_rank is not None and legs.vector_score is not None
-    assert legs.keyword_rank is not None and legs.keyword_score is not None
+    assert legs.vector_rank is not None
+    assert legs.vector_score is not None
+    assert legs.keyword_rank is not None
+    assert legs.keyword_score is not None
     assert searcher.search("where is stock kept", top_k=1)[0].explain is None
     vector_only = searcher.search("where is stock kept", mode="vector", explain=True)
     assert all(h.explain and h.explain.keyword_rank is None for h in vector_only)
@@ -138,11 +124,13 @@ def test_language_detection() -> None:
 def test_filters_are_applied_in_sql(searcher: Searcher, mode: str) -> None:
     query = "sales orders of customers"
     spanish = searcher.search("órdenes de venta", mode=mode, languages=["es_CO"])  # type: ignore[arg-type]
-    assert spanish and {h.language for h in spanish} == {"es_CO"}
+    assert spanish
+    assert {h.language for h in spanish} == {"es_CO"}
     by_prefix = searcher.search("órdenes de venta", mode=mode, languages=["es"])  # type: ignore[arg-type]
     assert by_prefix == spanish
     english = searcher.search(query, mode=mode, languages=["en"])  # type: ignore[arg-type]
-    assert english and {h.language for h in english} == {"en_US"}
+    assert english
+    assert {h.language for h in english} == {"en_US"}
     assert searcher.search(query, mode=mode, source_types=["wiki"]) == []  # type: ignore[arg-type]
     materials = searcher.search("price lists and locators", mode=mode, breadcrumb="Guides / Mat")  # type: ignore[arg-type]
     assert materials
@@ -155,7 +143,8 @@ def test_filters_are_applied_in_sql(searcher: Searcher, mode: str) -> None:
     scores = [h.score for h in searcher.search(query, mode=mode, top_k=10)]  # type: ignore[arg-type]
     threshold = scores[len(scores) // 2]
     kept = searcher.search(query, mode=mode, top_k=10, min_score=threshold)  # type: ignore[arg-type]
-    assert kept and all(h.score >= threshold for h in kept)
+    assert kept
+    assert all(h.score >= threshold for h in kept)
     assert len(kept) < len(scores)
 
 
@@ -184,9 +173,7 @@ def test_expand_chunk_returns_no_parent_text(searcher: Searcher) -> None:
         ("x" * (MAX_QUERY_CHARS + 1), "at most"),
     ],
 )
-def test_bad_queries_are_a_clear_value_error(
-    searcher: Searcher, query: str, message: str
-) -> None:
+def test_bad_queries_are_a_clear_value_error(searcher: Searcher, query: str, message: str) -> None:
     with pytest.raises(QueryError, match=message):
         searcher.search(query)
 
@@ -268,9 +255,7 @@ def test_new_chunks_update_the_keyword_statistics(
     database_url: str, rag_home: Path, embedder: Embedder
 ) -> None:
     index_documents(database_url, [WAREHOUSE, PARTNERS, ORDERS_EN], embedder)
-    searcher = Searcher(
-        _settings(rag_home, database_url), embedder=embedder, conninfo=database_url
-    )
+    searcher = Searcher(_settings(rag_home, database_url), embedder=embedder, conninfo=database_url)
     assert searcher.search("price list versions", mode="keyword") == []
     index_documents(database_url, [PRICES], embedder)
     searcher.refresh_stats()
@@ -279,5 +264,6 @@ def test_new_chunks_update_the_keyword_statistics(
     with psycopg.connect(database_url) as conn:
         row = conn.execute("SELECT chunks FROM rag.search_stats").fetchone()
         count = conn.execute("SELECT count(*) FROM rag.chunks").fetchone()
-    assert row is not None and count is not None
+    assert row is not None
+    assert count is not None
     assert row[0] == count[0]

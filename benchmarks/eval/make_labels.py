@@ -4,7 +4,8 @@
 
 Labels name documents as in benchmarks/retrieval.py (`wiki/<page>`, `window/<id>`,
 `process/<id>`); here they become the corpus paths build_corpus.py writes. A dictionary entry
-is one window or process in two languages: the query's own language counts 2, the other 1.
+is one window or process in two languages: the query's own language counts 2; for a Spanish
+query the English original counts 1.
 """
 
 import json
@@ -20,7 +21,9 @@ def paths(label: str, language: str) -> list[tuple[str, int]]:
         return [(label, 2)]
     kind, ident = label.split("/", 1)
     english, spanish = f"ad/{kind}/{ident}.md", f"ad/{kind}/{ident}.es_CO.md"
-    return [(spanish, 2), (english, 1)] if language == "es_CO" else [(english, 2), (spanish, 1)]
+    # A Spanish reader is served by the English original too (not every help text is
+    # translated); an English reader is not served by the translation.
+    return [(spanish, 2), (english, 1)] if language == "es_CO" else [(english, 2)]
 
 
 def main() -> None:

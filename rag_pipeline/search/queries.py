@@ -145,15 +145,20 @@ fused AS (
 )"""
 
 _SELECT = """
-SELECT d.source_type, d.source_id, d.language, d.title, d.breadcrumb, s.title, s.heading_path,
-       d.url, f.score, c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END,
-       d.id, s.id, c.id, f.v_rank, f.v_score, f.k_rank, f.k_score, {vec_count}
-FROM fused f
-JOIN rag.chunks c ON c.id = f.chunk_id
-JOIN rag.sections s ON s.id = f.section_id
-JOIN rag.documents d ON d.id = c.document_id
-WHERE %(min_score)s::float8 IS NULL OR f.score >= %(min_score)s::float8
-ORDER BY f.score DESC, c.id
+SELECT * FROM (
+    SELECT d.source_type, d.source_id, d.language, d.title, d.breadcrumb,
+           s.title AS section_title, s.heading_path, d.url,
+           f.score,
+           c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,
+           d.id AS document_id, s.id AS section_id, c.id AS chunk_id,
+           f.v_rank, f.v_score, f.k_rank, f.k_score, {vec_count} AS vec_count
+    FROM fused f
+    JOIN rag.chunks c ON c.id = f.chunk_id
+    JOIN rag.sections s ON s.id = f.section_id
+    JOIN rag.documents d ON d.id = c.document_id
+) AS hits
+WHERE %(min_score)s::float8 IS NULL OR score >= %(min_score)s::float8
+ORDER BY score DESC, chunk_id
 LIMIT %(top_k)s
 """
 

@@ -1,0 +1,29 @@
+"""A database holding the hand-made search corpus, shared by one test module."""
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.search.pool import close_pools
+from rag_pipeline_tests.search_corpus import CORPUS
+from rag_pipeline_tests.search_support import index_documents
+
+
+@pytest.fixture(scope="module")
+def indexed_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
+    """The URL of a database with CORPUS indexed (read-only for the tests that use it)."""
+    name = f"search_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = pg_admin_uri.replace("/postgres?", f"/{name}?")
+    index_documents(url, CORPUS, embedder)
+    yield url
+    close_pools()
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
