@@ -78,6 +78,13 @@ def server_env(pg_admin_uri: str, rag_home: Path) -> Iterator[dict[str, str]]:
         yield {**env, "RAG_DEVELOPER_CATEGORIES": "Developer,Plug-In"}
 
 
+def _child_env(env: dict[str, str]) -> dict[str, str]:
+    """The server's environment: the SDK passes only a safe few variables (HOME, PATH…); the
+    machine's OpenBLAS settings must reach the model too."""
+    inherited = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")}
+    return {**inherited, **env}
+
+
 def _text(result: CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
@@ -94,7 +101,7 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "rag_pipeline.cli", "mcp"],
-        env={**env, "PYTHONUNBUFFERED": "1"},
+        env=_child_env(env),
     )
     out: dict[str, Any] = {}
     async with Client(params, read_timeout_seconds=120) as client:
@@ -226,7 +233,7 @@ def test_an_unavailable_index_is_a_tool_error(tmp_path: Path) -> None:
 
     async def call() -> CallToolResult:
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=env
+            command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=_child_env(env)
         )
         async with Client(params, read_timeout_seconds=120) as client:
             return await client.call_tool("get_knowledge_stats", {})
