@@ -122,6 +122,10 @@ def stop_embedded_server(settings: Settings) -> bool:
     with _home_lock(settings.home):
         running = _postmaster(pgdata)
         _pg_ctl(_server_user(), pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
+        if running is not None and running != pgdata:
+            # The private socket folder in /tmp; recreated (and checked) at the next start.
+            with contextlib.suppress(OSError):
+                running.rmdir()
     return running is not None
 
 
