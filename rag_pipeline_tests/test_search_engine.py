@@ -267,3 +267,15 @@ def test_new_chunks_update_the_keyword_statistics(
     assert row is not None
     assert count is not None
     assert row[0] == count[0]
+
+
+def test_the_light_query_encoder_gives_the_models_vectors(
+    rag_home: Path, embedder: Embedder
+) -> None:
+    from rag_pipeline.search.encoder import BundledQueryEncoder, load_query_embedder
+
+    encoder = load_query_embedder(load_settings(home=rag_home))
+    assert isinstance(encoder, BundledQueryEncoder)
+    assert encoder.model_id == embedder.model_id
+    for query in ["how do I create a locator", "C_BPartner_ID", "órdenes de venta", "x " * 700]:
+        assert float(encoder.embed_query(query) @ embedder.embed_query(query)) > 0.9999

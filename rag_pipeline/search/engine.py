@@ -18,7 +18,8 @@ import psycopg
 from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.runtime import load_embedder, ready_conninfo
+from rag_pipeline.runtime import ready_conninfo
+from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
 from rag_pipeline.search.pool import PoolSettings, get_pool, run
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
@@ -126,7 +127,7 @@ class Searcher:
         """
         self.settings = settings or load_settings()
         self.conninfo = conninfo or ready_conninfo(self.settings)
-        self.embedder = embedder or load_embedder(self.settings)
+        self.embedder: QueryEmbedder | Embedder = embedder or load_query_embedder(self.settings)
         self.keyword_scorer: KeywordScorer = keyword_scorer
         self._pool = get_pool(
             self.conninfo,

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from rag_pipeline.search.engine import Searcher, SearchHit
@@ -412,9 +413,12 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     ) -> KnowledgeResult:
         return _as_tool_error(lambda: tools.lookup_development_docs(topic, top_k))
 
+    # Every tool only reads the local index: clients may run them without asking each time.
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     server.add_tool(
         search_knowledge,
         name="search_knowledge",
+        annotations=read_only,
         title="Search iDempiere knowledge",
         description=(
             "Search all iDempiere knowledge (wiki, knowledge-base articles, Application "
@@ -426,6 +430,7 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     server.add_tool(
         get_knowledge_stats,
         name="get_knowledge_stats",
+        annotations=read_only,
         title="What the knowledge index holds",
         description=(
             "Counts of documents and chunks per source and language, the embedding model, and "
@@ -436,6 +441,7 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     server.add_tool(
         find_ad_entity,
         name="find_ad_entity",
+        annotations=read_only,
         title="Find Application Dictionary entries",
         description=(
             "Look up iDempiere Application Dictionary entries — windows, tabs, fields, "
@@ -448,6 +454,7 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     server.add_tool(
         lookup_development_docs,
         name="lookup_development_docs",
+        annotations=read_only,
         title="Search developer documentation",
         description=(
             "Search only developer documentation: plug-in (OSGi bundle) development, event "
