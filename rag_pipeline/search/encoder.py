@@ -38,9 +38,11 @@ class BundledQueryEncoder:
 
     def __init__(self, model_dir: Path, threads: int | None = None) -> None:
         """Load the model folder laid out by `assemble_bundled_model`."""
-        import onnxruntime as ort  # pyright: ignore[reportMissingTypeStubs]
+        import onnxruntime  # pyright: ignore[reportMissingTypeStubs]
         from tokenizers import Tokenizer
 
+        # onnxruntime ships no type information.
+        ort: Any = onnxruntime
         options: Any = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
@@ -49,7 +51,7 @@ class BundledQueryEncoder:
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=_MAX_LENGTH)
+        self._tokenizer.enable_truncation(max_length=_MAX_LENGTH)  # pyright: ignore[reportUnknownMemberType]
         self._tokenizer.no_padding()
         self.model_id = BUNDLED_MODEL_ID
 
