@@ -149,6 +149,8 @@ def test_list_tools_shows_the_four_tools_with_schemas(calls: dict[str, Any]) -> 
         assert len(tool.description) > 80
         assert tool.input_schema["type"] == "object"
         assert tool.output_schema is not None
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is True
     search = tools["search_knowledge"].input_schema
     assert search["required"] == ["query"]
     assert set(search["properties"]) == {"query", "source_types", "languages", "top_k"}
