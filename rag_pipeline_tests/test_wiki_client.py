@@ -1,8 +1,11 @@
 """The MediaWiki client and discovery against a local MediaWiki API (real HTTP, real client)."""
 
+import json
 import math
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -13,7 +16,7 @@ from rag_pipeline.sources.wiki.discovery import (
     revisions_by_ids,
     revisions_by_titles,
 )
-from rag_pipeline_tests.mediawiki_server import FakeWiki, MediaWikiServer
+from rag_pipeline_tests.mediawiki_server import SHARED_WIKI_FIXTURES, FakeWiki, MediaWikiServer
 
 SITEINFO = {"action": "query", "meta": "siteinfo", "siprop": "general"}
 
@@ -245,3 +248,52 @@ def test_a_page_deleted_after_listing_is_missing_not_an_error(server: MediaWikiS
     assert "Developer page 3" not in {p.title for p in listing.pages}
     assert len(listing.pages) == len(members) - 1
     assert len(listing.missing) == 1
+
+
+def _recorded(name: str) -> dict[str, Any]:
+    path = SHARED_WIKI_FIXTURES / "mediawiki_api_examples" / name
+    return json.loads(path.read_text(encoding="utf-8"))["response"]
+
+
+def _shape(value: object) -> object:
+    """A JSON value's structure: keys and types, not contents (lists by their first item)."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}  # type: ignore[misc]
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []  # type: ignore[index]
+    return type(value).__name__
+
+
+def test_the_stand_in_answers_in_the_recorded_shapes(server: MediaWikiServer) -> None:
+    recorded = _recorded("categorymembers_fv2_continue_wikipedia.json")
+    with MediaWikiClient(server.api_url) as client:
+        ours = client.get(
+            {
+                "action": "query",
+                "list": "categorymembers",
+                "cmtitle": "Category:Developer",
+                "cmlimit": 1,
+                "cmprop": "ids|title",
+            }
+        )
+    expected = _shape(recorded)
+    got = _shape(ours)
+    assert isinstance(expected, dict)
+    assert isinstance(got, dict)
+    assert got.keys() == expected.keys()
+    assert got["continue"] == expected["continue"]
+    member = ours["query"]["categorymembers"][0]
+    assert {"pageid", "ns", "title"} <= member.keys()
+    pattern = re.compile(r"^page\|[0-9a-f]+\|\d+$")
+    assert pattern.match(recorded["continue"]["cmcontinue"])
+    assert pattern.match(ours["continue"]["cmcontinue"])
+
+
+def test_recorded_parse_output_is_served_and_read(server: MediaWikiServer) -> None:
+    recorded = _recorded("parse_fv2_dewiki_Lewisit.json")["parse"]
+    page = server.wiki.add_page("Lewisit", recorded["text"], ["Developer"])
+    with MediaWikiClient(server.api_url) as client:
+        ours = client.get({"action": "parse", "pageid": page.pageid, "prop": "text"})["parse"]
+    for key in ("title", "pageid", "redirects", "text", "displaytitle"):
+        assert type(ours[key]) is type(recorded[key]), key
+    assert ours["text"].startswith(recorded["text"])

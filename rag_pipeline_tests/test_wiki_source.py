@@ -1,5 +1,6 @@
 """The `wiki` source: partitions, revision-exact listing, fetching, XML import, the demo export."""
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from rag_pipeline.sources.wiki.source import (
 from rag_pipeline.sources.wiki.wikitext import wikitext_to_html
 from rag_pipeline.sources.wiki.xml_export import ExportError, read_pages
 from rag_pipeline_tests.mediawiki_server import (
+    SHARED_WIKI_FIXTURES,
     FakeWiki,
     MediaWikiServer,
     rendered_html,
@@ -360,3 +362,18 @@ def test_wikitext_categories_and_redirects() -> None:
     rendered = wikitext_to_html("#REDIRECT [[Target page]]\n[[Category:Plug-In_Development|x]]")
     assert rendered.redirect == "Target page"
     assert rendered.categories == ("Plug-In Development",)
+
+
+def test_a_real_recorded_mediawiki_page_goes_through_fetch_and_the_normalizer(
+    server: MediaWikiServer,
+) -> None:
+    recorded = SHARED_WIKI_FIXTURES / "mediawiki_api_examples" / "parse_fv2_dewiki_Lewisit.json"
+    html = json.loads(recorded.read_text(encoding="utf-8"))["response"]["parse"]["text"]
+    page = server.wiki.add_page("Lewisit", html, ["Plug-In Development"])
+    source = make_source(server)
+    refs = [r for r in refs_of(source, PLUGINS) if r.source_id == str(page.pageid)]
+    document = documents(source, refs)[str(page.pageid)]
+    assert document.body == html
+    markdown = to_markdown(document.body, document.original_format).markdown
+    assert "Summenformel" in markdown
+    assert "mw-parser-output" not in markdown
