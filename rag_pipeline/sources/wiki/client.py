@@ -11,8 +11,8 @@ maxlag) is honoured as the minimum wait. API `error` objects raise `WikiApiError
 wiki's code and text; `warnings` are logged and kept in `self.warnings` so a run can show them.
 
 Every request uses `format=json&formatversion=2` (lists instead of id-keyed objects, booleans
-instead of empty strings) and `errorformat=plaintext` is not used: MediaWiki 1.35 (the iDempiere
-wiki) answers errors as `{"error": {"code", "info"}}` in both formats.
+instead of empty strings); MediaWiki 1.35 (the iDempiere wiki) answers errors as
+`{"error": {"code", "info"}}` with HTTP 200, so errors are read from the body, not the status.
 """
 
 import logging
@@ -124,6 +124,8 @@ class MediaWikiClient:
             headers={"User-Agent": user_agent, "Accept-Encoding": "gzip"},
             timeout=timeout,
             transport=transport,
+            # An http:// URL or a moved api.php answers with a redirect; HTTP ones are followed.
+            follow_redirects=True,
             # One connection per concurrent request, kept alive between them.
             limits=httpx.Limits(max_connections=max_concurrency),
         )
