@@ -101,8 +101,9 @@ def backup(path: Path, fmt: str, no_verify: bool) -> None:
 def restore(path: Path, yes: bool) -> None:
     """Replace the vector database's contents with a dump made by `rag backup`.
 
-    The dump is first restored into a scratch database and checked; only a dump that restores
-    cleanly replaces the current data.
+    All or nothing: the dump is restored into a new database and checked there (schema
+    version, every constraint and index, row counts, a search); only then are the two
+    databases swapped. A damaged dump, or a restore killed half-way, leaves the data as it was.
     """
     from rag_pipeline.runtime import ready_conninfo
     from rag_pipeline.store import backup as backups
@@ -112,18 +113,17 @@ def restore(path: Path, yes: bool) -> None:
         click.confirm(f"Replace everything in {_location(settings)} with {path}?", abort=True)
     with _errors_as_messages():
         conninfo = ready_conninfo(settings)
-        with backups.scratch_database(conninfo) as scratch:
-            backups.restore(scratch, path)  # fails here, before the real data is touched
-        backups.restore(conninfo, path)
-        counts = backups.row_counts(conninfo)
+        report = backups.replace_database(conninfo, path, _smoke_search(settings))
+    counts = report.counts
     click.echo(
         f"restored {path}: {counts['rag.documents']} documents, {counts['rag.chunks']} chunks"
+        f" (schema version {report.schema_version}, checked before it replaced the old data)"
     )
 
 
-def _verify_backup(settings: Settings, conninfo: str, path: Path) -> None:
+def _smoke_search(settings: Settings) -> Any:
+    """A search by the first document's title on a database: the ids of its hits."""
     from rag_pipeline.search import Searcher
-    from rag_pipeline.store import backup as backups
 
     def smoke(target: str) -> list[str]:
         with psycopg_connect(target) as conn:
@@ -133,7 +133,13 @@ def _verify_backup(settings: Settings, conninfo: str, path: Path) -> None:
         hits = Searcher(settings, conninfo=target).search(row[0], top_k=5)
         return [hit.chunk_id for hit in hits]
 
-    report = backups.verify(conninfo, path, smoke)
+    return smoke
+
+
+def _verify_backup(settings: Settings, conninfo: str, path: Path) -> None:
+    from rag_pipeline.store import backup as backups
+
+    report = backups.verify(conninfo, path, _smoke_search(settings))
     if not report.ok:
         raise click.ClickException(
             f"the dump does not restore to the same data: {report.source_counts} vs "

@@ -1,15 +1,19 @@
 """The incremental step every stage shares: plan, compute, fail per document, in parallel."""
 
-import json
+from collections.abc import Sequence
 
-from rag_pipeline.core.document_stages import to_markdown_record
+from rag_pipeline.core.document_stages import MarkdownStage
 from rag_pipeline.core.incremental import (
+    BATCH_DOCUMENTS,
     PARALLEL_MIN_DOCUMENTS,
-    StageRecord,
+    StageSummary,
     input_hash,
     plan,
     run_stage,
 )
+from rag_pipeline.core.models import SourceFormat
+from rag_pipeline.core.records import DocumentInfo, MarkdownRecord, RawRecord
+from rag_pipeline.core.source import ChainOptions
 
 
 def test_plan_keeps_unchanged_and_recomputes_changed_new_and_forced() -> None:
@@ -23,53 +27,84 @@ def test_plan_keeps_unchanged_and_recomputes_changed_new_and_forced() -> None:
     assert set(plan(upstream, previous, "fp2").todo) == set(upstream)
 
 
-def _raw(key: str, body: str, fmt: str) -> StageRecord:
-    meta = {
-        "source_type": "files",
-        "source_id": key,
-        "language": "",
-        "original_format": fmt,
-        "source_version": "v",
-        "url": "",
-    }
-    return StageRecord(key, meta, body)
+def _raw(key: str, body: str, fmt: SourceFormat) -> RawRecord:
+    return RawRecord(key, DocumentInfo("files", key, "", "", fmt, "v"), body)
 
 
-def _run(records: list[StageRecord], workers: int, previous: dict[str, str]):  # type: ignore[no-untyped-def]
-    upstream = {r.doc_key: r.content_hash for r in records}
-    work = plan(upstream, previous, "fp")
-    by_key = {r.doc_key: r for r in records}
-    return run_stage(
-        source_type="files",
-        partition_key="p",
+def _run(
+    records: list[RawRecord], workers: int, previous: dict[str, str]
+) -> tuple[StageSummary, dict[str, MarkdownRecord], list[int]]:
+    by_key = {r.key: r for r in records}
+    stored: dict[str, MarkdownRecord] = {}
+    loads: list[int] = []
+
+    def load(keys: Sequence[str]) -> list[tuple[str, RawRecord]]:
+        loads.append(len(keys))
+        return [(k, by_key[k]) for k in keys]
+
+    def store(rows: list[tuple[str, str, MarkdownRecord]]) -> None:
+        stored.update({key: record for key, _, record in rows})
+
+    summary = run_stage(
         stage="markdown",
-        work=work,
+        work=plan({r.key: r.body for r in records}, previous, "fp"),
         previous_inputs=previous,
-        load=lambda keys: [by_key[k] for k in keys],
-        transform=to_markdown_record,
+        load=load,
+        transform=MarkdownStage(ChainOptions()),
+        store=store,
         workers=workers,
     )
+    return summary, stored, loads
 
 
 def test_parallel_and_serial_give_the_same_output_and_failures() -> None:
     records = [
-        _raw(f"doc{i:03}.md", f"# Page {i}\n\nSome *text* about locator {i}.\n", "markdown")
+        _raw(
+            f"doc{i:03}.md",
+            f"# Page {i}\n\nSome *text* about locator {i}.\n",
+            SourceFormat.MARKDOWN,
+        )
         for i in range(PARALLEL_MIN_DOCUMENTS + 50)
     ]
-    records.append(_raw("broken.json", '{"blocks": "not a list"}', "editorjs"))
-    records.append(_raw("was-good.json", "not json at all", "editorjs"))
+    records.append(_raw("broken.json", '{"blocks": "not a list"}', SourceFormat.EDITORJS))
+    records.append(_raw("was-good.json", "not json at all", SourceFormat.EDITORJS))
     previous = {"was-good.json": "an older input"}
 
-    serial = _run(records, 1, previous)
-    parallel = _run(records, 2, previous)
+    serial, serial_out, loads = _run(records, 1, previous)
+    parallel, parallel_out, _ = _run(records, 2, previous)
 
-    assert parallel.changed == serial.changed
-    assert len(serial.changed) == PARALLEL_MIN_DOCUMENTS + 50
+    assert parallel_out == serial_out
+    assert len(serial_out) == PARALLEL_MIN_DOCUMENTS + 50
     assert [(f.source_id, f.reason) for f in parallel.failed] == [
         (f.source_id, f.reason) for f in serial.failed
     ]
     assert {f.source_id for f in serial.failed} == {"broken.json", "was-good.json"}
     # A document that failed keeps its previous version; one never good has none to keep.
     assert serial.kept == parallel.kept == {"was-good.json"}
-    assert serial.changed["doc007.md"][1].meta["title"] == "Page 7"
-    assert json.dumps(serial.counts()) == json.dumps(parallel.counts())
+    assert serial_out["doc007.md"].info.title == "Page 7"
+    assert serial.counts() == parallel.counts()
+    # Documents stream through in bounded batches, never all at once.
+    assert max(loads) == BATCH_DOCUMENTS
+    assert sum(loads) == len(records)
+
+
+def test_a_rule_rejects_one_document_and_the_rest_is_stored() -> None:
+    records = [
+        _raw(f"d{i}.md", f"# Doc {i}\n\ntext {i}\n", SourceFormat.MARKDOWN) for i in range(5)
+    ]
+    stored: dict[str, MarkdownRecord] = {}
+    summary = run_stage(
+        stage="markdown",
+        work=plan({r.key: r.body for r in records}, {}, "fp"),
+        previous_inputs={"d3.md": "old"},
+        load=lambda keys: [(r.key, r) for r in records if r.key in keys],
+        transform=MarkdownStage(ChainOptions()),
+        store=lambda rows: stored.update({k: r for k, _, r in rows}),
+        reject=lambda record: "rule: no threes" if "3" in record.body else None,
+    )
+    assert sorted(stored) == ["d0.md", "d1.md", "d2.md", "d4.md"]
+    assert [(f.source_id, f.stage, f.reason) for f in summary.failed] == [
+        ("d3.md", "markdown", "rule: no threes")
+    ]
+    assert summary.kept == {"d3.md"}  # its previous version stays
+    assert summary.counts() == {"new": 4, "changed": 0, "unchanged": 0, "failed": 1}

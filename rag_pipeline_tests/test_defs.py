@@ -4,7 +4,7 @@ import itertools
 
 import dagster as dg
 
-from rag_pipeline.chain import CHUNKS_WITHIN_BUDGET, NO_EDITORJS_SYNTAX, NO_FORBIDDEN_CHARACTERS
+from rag_pipeline.pipeline import CHUNKS_WITHIN_BUDGET, NO_EDITORJS_SYNTAX, NO_FORBIDDEN_CHARACTERS
 from rag_pipeline.definitions import defs
 
 
@@ -34,3 +34,21 @@ def test_ingest_job_is_partitioned_by_folder() -> None:
     job = defs().resolve_job_def("files_ingest_job")
     assert isinstance(job.partitions_def, dg.DynamicPartitionsDefinition)
     assert job.partitions_def.name == "files_folders"
+
+
+def test_stages_have_code_versions_and_checks_have_descriptions() -> None:
+    graph = defs().resolve_asset_graph()
+    for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings"):
+        assert graph.get(dg.AssetKey(f"files_{stage}")).code_version
+    for check_key in graph.asset_check_keys:
+        assert graph.get_check_spec(check_key).description, check_key
+
+
+def test_force_and_workers_are_run_config_shown_in_the_launchpad() -> None:
+    job = defs().resolve_job_def("files_ingest_job")
+    fields = job.run_config_schema.config_type.fields["ops"].config_type.fields
+    raw_config = fields["files_raw"].config_type.fields["config"].config_type.fields
+    assert {"force", "workers"} <= set(raw_config)
+    resources = job.run_config_schema.config_type.fields["resources"].config_type.fields
+    embedder = resources["embedder"].config_type.fields["config"].config_type.fields
+    assert {"model", "batch_tokens", "chunk_target_tokens"} <= set(embedder)

@@ -2,71 +2,61 @@
 
 import dagster as dg
 import numpy as np
+import pytest
 
+from rag_pipeline.core.embedding import text_sha256
+from rag_pipeline.core.models import Chunk, Section, SourceFormat
+from rag_pipeline.core.records import ChunkedRecord, DocumentInfo
 from rag_pipeline.io_managers.pgvector import IndexOutput, PgVectorIOManager
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import Settings
+from rag_pipeline.store import stages
+from rag_pipeline.store.cache import store_vectors
 from rag_pipeline.store.connection import connect
-from rag_pipeline.store.index import ChunkRow, IndexedDocument, SectionRow
 from rag_pipeline.store.migrations import ensure_model
 
 DIM = 384
 
 
-def _document(partition: str, key: str, text: str) -> IndexedDocument:
-    doc_id = f"{partition}-{key}"
-    vector = np.zeros(DIM, dtype=np.float32)
-    vector[hash(text) % DIM] = 1.0
-    return IndexedDocument(
-        id=doc_id,
-        source_type="files",
-        partition_key=partition,
-        doc_key=key,
-        source_id=key,
-        language="en_US",
-        title=f"Title {key}",
-        breadcrumb="",
-        url="",
-        original_format="markdown",
-        source_version="v1",
-        content_hash=f"h-{text}",
-        input_hash=f"i-{text}",
-        sanitizer_version="s",
-        chunker_fingerprint="c",
-        model_id="m",
-        ts_config="english",
-        metadata={"k": key},
-        body=text,
-        sections=[
-            SectionRow(f"{doc_id}-s0", 0, f"Title {key}", [f"Title {key}"], text, 0, len(text))
-        ],
-        chunks=[
-            ChunkRow(
-                id=f"{doc_id}-c0-{text}",
-                section_id=f"{doc_id}-s0",
-                ordinal=0,
-                heading=f"Title {key}",
-                text=text,
-                embedded_text=text,
-                token_count=5,
-                start_char=0,
-                end_char=len(text),
-                text_sha256=f"sha-{text}",
-                embedding=vector,
-            )
-        ],
-    )
+def _record(key: str, text: str) -> ChunkedRecord:
+    info = DocumentInfo("files", key, "en_US", f"Title {key}", SourceFormat.MARKDOWN, "v1")
+    section = Section(0, f"Title {key}", (f"Title {key}",), text, 0, len(text))
+    chunk = Chunk(0, 0, text, text, 5, 0, len(text))
+    return ChunkedRecord(key, info, text, "s", "c", (section,), (chunk,))
 
 
-def _write(manager: PgVectorIOManager, partition: str, docs: list[IndexedDocument], kept: set[str]):  # type: ignore[no-untyped-def]
+def _vector(text: str, dim: int = DIM) -> np.ndarray:
+    vector = np.zeros(dim, dtype=np.float32)
+    vector[sum(map(ord, text)) % dim] = 1.0
+    return vector
+
+
+def _write(
+    vectordb: VectorDBResource, partition: str, docs: dict[str, str], members: list[str]
+) -> dg.OutputContext:
+    """Run partition `partition` listing `members`, of which `docs` changed."""
+    with connect(vectordb.conninfo()) as conn:
+        rows = [(key, f"i-{text}", _record(key, text)) for key, text in docs.items()]
+        stages.upsert_records(conn, "files_chunks", rows, "run")
+        stages.set_partition_members(conn, "files", partition, members)
+        store_vectors(conn, "m", [(text_sha256(t), _vector(t)) for t in docs.values()])
+        conn.commit()
     context = dg.build_output_context(
         asset_key=dg.AssetKey("files_embeddings"),
         partition_key=partition,
         asset_partitions_def=dg.StaticPartitionsDefinition(["A", "B"]),
         run_id=f"run-{partition}",
     )
-    manager.handle_output(
-        context, IndexOutput("files", partition, docs, kept_doc_keys=kept, stats={"x": 1})
+    PgVectorIOManager(vectordb=vectordb).handle_output(
+        context,
+        IndexOutput(
+            "files",
+            partition,
+            chunks_asset="files_chunks",
+            model_id="m",
+            ready={key: f"i-{text}" for key, text in docs.items()},
+            stats={"x": 1},
+        ),
     )
     return context
 
@@ -76,24 +66,26 @@ def _rows(database_url: str) -> list[tuple[str, str, str]]:
         return [
             (r[0], r[1], r[2])
             for r in conn.execute(
-                "SELECT d.partition_key, d.doc_key, c.text FROM rag.documents d"
-                " JOIN rag.chunks c ON c.document_id = d.id ORDER BY 1, 2, 3"
+                "SELECT m.partition_key, d.doc_key, c.text FROM rag.documents d"
+                " JOIN rag.chunks c ON c.document_id = d.id"
+                " JOIN rag.document_partitions m ON m.doc_key = d.doc_key ORDER BY 1, 2, 3"
             )
         ]
 
 
-def test_partition_a_b_a_holds_b_plus_new_a(rag_env: Settings, database_url: str) -> None:
-    vectordb = VectorDBResource(url=database_url, home=str(rag_env.home))
-    with connect(vectordb.conninfo()) as conn:
+@pytest.fixture
+def vectordb(rag_env: Settings, database_url: str) -> VectorDBResource:
+    resource = VectorDBResource(url=database_url, home=str(rag_env.home))
+    with connect(resource.conninfo()) as conn:
         ensure_model(conn, "m", DIM, force=False)
-    manager = PgVectorIOManager(vectordb=vectordb)
+    return resource
 
-    _write(manager, "A", [_document("A", "a1", "first"), _document("A", "a2", "second")], set())
-    _write(manager, "B", [_document("B", "b1", "bee")], set())
+
+def test_partition_a_b_a_holds_b_plus_new_a(vectordb: VectorDBResource, database_url: str) -> None:
+    _write(vectordb, "A", {"a1": "first", "a2": "second"}, ["a1", "a2"])
+    _write(vectordb, "B", {"b1": "bee"}, ["b1"])
     # A again: a1 changed, a2 gone, a3 new.
-    context = _write(
-        manager, "A", [_document("A", "a1", "first v2"), _document("A", "a3", "third")], set()
-    )
+    context = _write(vectordb, "A", {"a1": "first v2", "a3": "third"}, ["a1", "a3"])
     assert _rows(database_url) == [
         ("A", "a1", "first v2"),
         ("A", "a3", "third"),
@@ -101,9 +93,10 @@ def test_partition_a_b_a_holds_b_plus_new_a(rag_env: Settings, database_url: str
     ]
     metadata = context.get_logged_metadata()
     assert metadata["dagster/partition_row_count"].value == 2  # type: ignore[union-attr]
+    assert metadata["documents_deleted"].value == 1  # type: ignore[union-attr]
 
-    # A once more with a1 declared unchanged (kept, not re-sent): nothing duplicated or lost.
-    _write(manager, "A", [_document("A", "a3", "third")], {"a1"})
+    # A once more with a1 unchanged (listed, not re-sent): nothing duplicated or lost.
+    _write(vectordb, "A", {"a3": "third"}, ["a1", "a3"])
     assert _rows(database_url) == [
         ("A", "a1", "first v2"),
         ("A", "a3", "third"),
@@ -117,22 +110,29 @@ def test_partition_a_b_a_holds_b_plus_new_a(rag_env: Settings, database_url: str
     assert "'third':" in tsv[0]
 
 
-def test_failed_write_leaves_partition_untouched(rag_env: Settings, database_url: str) -> None:
-    vectordb = VectorDBResource(url=database_url, home=str(rag_env.home))
-    with connect(vectordb.conninfo()) as conn:
-        ensure_model(conn, "m", DIM, force=False)
-    manager = PgVectorIOManager(vectordb=vectordb)
-    _write(manager, "A", [_document("A", "a1", "first")], set())
-    broken = _document("A", "a2", "second")
+def test_a_document_listed_by_two_partitions_is_stored_once(
+    vectordb: VectorDBResource, database_url: str
+) -> None:
+    _write(vectordb, "A", {"shared": "both"}, ["shared"])
+    _write(vectordb, "B", {"shared": "both"}, ["shared"])
+    assert _rows(database_url) == [("A", "shared", "both"), ("B", "shared", "both")]
+    with connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM rag.documents").fetchone() == (1,)
+    # Leaving A keeps it (B lists it); leaving B too deletes it.
+    _write(vectordb, "A", {}, [])
+    assert _rows(database_url) == [("B", "shared", "both")]
+    _write(vectordb, "B", {}, [])
+    assert _rows(database_url) == []
+
+
+def test_failed_write_leaves_partition_untouched(
+    vectordb: VectorDBResource, database_url: str
+) -> None:
+    _write(vectordb, "A", {"a1": "first"}, ["a1"])
     # A vector of the wrong dimension makes COPY fail half-way through the transaction.
-    bad_chunk = broken.chunks[0].__class__(
-        **{**broken.chunks[0].__dict__, "embedding": np.zeros(3, dtype=np.float32)}
-    )
-    broken = broken.__class__(**{**broken.__dict__, "chunks": [bad_chunk]})
-    try:
-        _write(manager, "A", [broken], set())
-    except Exception:
-        pass
-    else:
-        raise AssertionError("the write should have failed")
-    assert _rows(database_url) == [("A", "a1", "first")]
+    with connect(vectordb.conninfo()) as conn:
+        store_vectors(conn, "m", [(text_sha256("second"), _vector("second", 3))])
+        conn.commit()
+    with pytest.raises(Exception, match="dimension|expected"):
+        _write(vectordb, "A", {"a1": "first v2", "a2": "second"}, ["a1", "a2"])
+    assert [(r[1], r[2]) for r in _rows(database_url)] == [("a1", "first")]

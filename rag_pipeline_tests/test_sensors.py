@@ -6,12 +6,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rag_pipeline.defs.files.resources import FilesSourceResource
 from rag_pipeline.defs.files.sensors import files_folders_sensor
+from rag_pipeline.settings import load_settings
 from rag_pipeline_tests.pipeline_helpers import write
 
 
 def _tick(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    context = dg.build_sensor_context(instance=instance, cursor=cursor)
+    context = dg.build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        resources={"files_source": FilesSourceResource.from_settings(load_settings())},
+    )
     result = files_folders_sensor(context)
     assert isinstance(result, dg.SensorResult)
     return result
@@ -41,4 +47,21 @@ def test_sensor_adds_partitions_and_runs_changed_folders(
 
         write(folder, "b.md", "# B\n\nnew file")
         changed = _tick(instance, quiet.cursor)
+        assert [r.partition_key for r in changed.run_requests or []] == [str(folder)]
+
+
+def test_sensor_also_watches_folders_added_in_the_ui(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = tmp_path / "added-in-ui"
+    write(folder, "a.md", "# A\n\ntext")
+    monkeypatch.setenv("RAG_FILES_FOLDERS", "demo")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("files_folders", ["demo", str(folder)])
+        first = _tick(instance, None)
+        assert sorted(r.partition_key or "" for r in first.run_requests or []) == sorted(
+            ["demo", str(folder)]
+        )
+        write(folder, "b.md", "# B\n\nnew file")
+        changed = _tick(instance, first.cursor)
         assert [r.partition_key for r in changed.run_requests or []] == [str(folder)]

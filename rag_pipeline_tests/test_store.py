@@ -3,8 +3,8 @@
 import psycopg
 import pytest
 
-from rag_pipeline.core.incremental import StageOutput, StageRecord
-from rag_pipeline.settings import Settings
+from rag_pipeline.core.models import SourceFormat
+from rag_pipeline.core.records import DocumentInfo, RawRecord
 from rag_pipeline.store import stages
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.migrations import (
@@ -35,16 +35,44 @@ def test_migrations_are_numbered_and_idempotent(database_url: str) -> None:
     assert {"documents", "sections", "chunks", "embedding_cache", "ingest_errors"} <= tables
 
 
-def test_a_partly_migrated_database_upgrades(database_url: str) -> None:
-    first, *rest = available_migrations()
+def test_a_database_of_the_first_release_upgrades_to_partition_free_identity(
+    database_url: str,
+) -> None:
+    first = available_migrations()[0]
+    old_row = (
+        "INSERT INTO rag.documents (id, source_type, partition_key, doc_key, source_id,"
+        " language, title, original_format, source_version, content_hash, input_hash,"
+        " sanitizer_version, chunker_fingerprint, model_id, body)"
+        " VALUES (%s, 'files', %s, %s, %s, 'en_US', 't', 'markdown', 'v', 'h', 'i', 's',"
+        " 'c', 'm', 'b')"
+    )
     with connect(database_url) as conn:
-        migrate(conn)
-        # Pretend only the first migration had run: the next call applies the rest.
-        conn.execute("DELETE FROM rag.schema_migrations WHERE version > %s", (first.version,))
+        # The schema as the first release left it, with a file indexed through two folders.
+        conn.execute("CREATE SCHEMA rag")
+        conn.execute(
+            "CREATE TABLE rag.schema_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(first.sql.encode())
+        conn.execute("INSERT INTO rag.schema_migrations VALUES (1, %s)", (first.name,))
+        conn.execute(old_row, ("id1", "/docs", "sub/a.md", "sub/a.md"))
+        conn.execute(old_row, ("id2", "/docs/sub", "a.md", "a.md"))
+        conn.execute(old_row, ("id3", "demo", "b.md", "b.md"))
         conn.commit()
-        if rest:
-            pytest.skip("later migrations would need their own downgrade to test")
-        assert migrate(conn) == []
+        applied = migrate(conn)
+        documents = conn.execute(
+            "SELECT doc_key, source_id FROM rag.documents ORDER BY 1"
+        ).fetchall()
+        members = conn.execute(
+            "SELECT doc_key, partition_key FROM rag.document_partitions ORDER BY 1, 2"
+        ).fetchall()
+    assert applied[0] == 2
+    assert documents == [("/docs/sub/a.md", "/docs/sub/a.md"), ("demo/b.md", "demo/b.md")]
+    assert members == [
+        ("/docs/sub/a.md", "/docs"),
+        ("/docs/sub/a.md", "/docs/sub"),
+        ("demo/b.md", "demo"),
+    ]
 
 
 def test_model_binds_vector_dimension_and_hnsw_index(database_url: str) -> None:
@@ -72,10 +100,10 @@ def test_model_change_with_vectors_stored_is_an_error_unless_forced(database_url
         migrate(conn)
         ensure_model(conn, "model-a", 3, force=False)
         conn.execute(
-            "INSERT INTO rag.documents (id, source_type, partition_key, doc_key, source_id,"
+            "INSERT INTO rag.documents (id, source_type, doc_key, source_id,"
             " language, title, original_format, source_version, content_hash, input_hash,"
             " sanitizer_version, chunker_fingerprint, model_id, body)"
-            " VALUES ('d', 'files', 'p', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
+            " VALUES ('d', 'files', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
             " 'c', 'model-a', 'b')"
         )
         conn.execute("INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)")
@@ -93,48 +121,51 @@ def test_model_change_with_vectors_stored_is_an_error_unless_forced(database_url
         assert conn.execute("SELECT count(*) FROM rag.documents").fetchone() == (0,)
 
 
+def _raw(key: str, body: str, title: str = "t") -> RawRecord:
+    info = DocumentInfo("files", key, "", title, SourceFormat.MARKDOWN, "v1")
+    return RawRecord(key, info, body)
+
+
 def test_stage_rows_keep_nul_and_surrogates_exactly(database_url: str) -> None:
     body = "before\x00after \ud800 lone surrogate, tab\tand \\. backslash"
-    record = StageRecord("doc.md", {"title": "NUL\x00in title"}, body)
-    output = StageOutput("files", "p1", changed={"doc.md": ("in", record)})
     with connect(database_url) as conn:
         migrate(conn)
-        stages.write_stage(conn, "files_raw", output, "run-1")
-        conn.commit()
-        (loaded,) = stages.load_records(conn, "files_raw", "p1", ["doc.md"])
-    assert loaded.body == body
-    assert loaded.meta["title"] == "NUL\ufffdin title"
-
-
-def test_stage_partition_is_replaced_not_appended(database_url: str, rag_env: Settings) -> None:
-    def output(partition: str, keys: list[str], kept: set[str] | None = None) -> StageOutput:
-        return StageOutput(
-            "files",
-            partition,
-            changed={k: ("i", StageRecord(k, {}, f"text of {k}")) for k in keys},
-            kept=kept or set(),
+        stages.upsert_records(
+            conn, "files_raw", [("doc.md", "in", _raw("doc.md", body, "NUL\x00in title"))], "run-1"
         )
+        conn.commit()
+        ((key, loaded),) = stages.load_records(conn, "files_raw", RawRecord, ["doc.md"])
+    assert key == "doc.md"
+    assert loaded.body == body
+    assert loaded.info.title == "NUL\ufffdin title"
 
+
+def test_partition_membership_decides_what_is_orphaned(database_url: str) -> None:
     with connect(database_url) as conn:
         migrate(conn)
-        stages.write_stage(conn, "files_raw", output("A", ["a1", "a2"]), "r1")
-        stages.write_stage(conn, "files_raw", output("B", ["b1"]), "r2")
-        stages.write_stage(conn, "files_raw", output("A", ["a3"], kept={"a2"}), "r3")
-        conn.commit()
-        rows = conn.execute(
-            "SELECT partition_key, doc_key FROM rag.stage_documents ORDER BY 1, 2"
-        ).fetchall()
-    assert rows == [("A", "a2"), ("A", "a3"), ("B", "b1")]
+        rows = [(k, "i", _raw(k, f"text of {k}")) for k in ("a1", "a2", "shared", "b1")]
+        stages.upsert_records(conn, "files_raw", rows, "r1")
+        assert stages.set_partition_members(conn, "files", "A", ["a1", "a2", "shared"]) == 0
+        assert stages.set_partition_members(conn, "files", "B", ["b1", "shared"]) == 0
+        # A drops a2 (listed nowhere else: an orphan) and shared (B still lists it).
+        assert stages.set_partition_members(conn, "files", "A", ["a1"]) == 1
+        assert stages.delete_orphans(conn, "files_raw", "files") == 1
+        assert stages.partition_members(conn, "files", "A") == {"a1"}
+        assert stages.partition_members(conn, "files", "B") == {"b1", "shared"}
+        in_b, _ = stages.partition_hashes(conn, "files_raw", "files", "B")
+        stored = conn.execute("SELECT doc_key FROM rag.stage_documents ORDER BY 1").fetchall()
+    assert set(in_b) == {"b1", "shared"}
+    assert [r[0] for r in stored] == ["a1", "b1", "shared"]
 
 
-def test_unique_document_key_per_partition(database_url: str) -> None:
+def test_unique_document_key_per_source(database_url: str) -> None:
     with connect(database_url) as conn:
         migrate(conn)
         insert = (
-            "INSERT INTO rag.documents (id, source_type, partition_key, doc_key, source_id,"
+            "INSERT INTO rag.documents (id, source_type, doc_key, source_id,"
             " language, title, original_format, source_version, content_hash, input_hash,"
             " sanitizer_version, chunker_fingerprint, model_id, body)"
-            " VALUES (%s, 'files', 'p', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
+            " VALUES (%s, 'files', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
             " 'c', 'm', 'b')"
         )
         conn.execute(insert, ("id1",))
