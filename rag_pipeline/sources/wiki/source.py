@@ -16,6 +16,11 @@ shared pipeline stores a page listed by two partitions once and deletes it only 
 partition lists it any more — a page that left every configured category goes at the next full
 listing of its partitions, and a deleted or moved page at the next run of its partition.
 
+The breadcrumb is the category path that reached the page in the partition that fetched it
+(`New Features › New Features v11`); the page's own categories are in `metadata["categories"]`.
+A page in two configured categories is fetched by whichever partition first sees its new revid,
+so its breadcrumb names one of the two paths.
+
 Content comes from `action=parse` (the HTML the wiki itself renders, templates expanded; the
 HTML normalizer strips MediaWiki's chrome) rather than `rvprop=content` wikitext: templates such
 as `{{Note|…}}` and transcluded pages only exist in the rendered HTML. Exports have no rendered
