@@ -128,6 +128,19 @@ class ADSource(IdempiereSource):
                     version=_version(updated, int(rows)),
                 )
 
+    def change_token(self, partition_key: str) -> str:
+        """max(Updated), documents and rows of the partition: changes when any document does.
+
+        For a sensor: the listing's aggregate, no rows shipped.
+        """
+        partition = parse_partition_key(partition_key)
+        with self.conn.transaction():
+            row = self.conn.execute(
+                q.change_token_query(partition.entity), {"lang": partition.language}
+            ).fetchone()
+        count, updated, rows = row if row else (0, None, 0)
+        return f"{count}/{updated.isoformat() if updated else '-'}/{rows or 0}"
+
     def fetch(self, refs: Sequence[DocumentRef]) -> Iterator[SourceDocument | FailedDocument]:
         """The documents of `refs`; ones that vanished since the listing are left out."""
         groups: dict[tuple[str, str], list[int]] = {}

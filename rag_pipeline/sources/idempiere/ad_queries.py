@@ -378,6 +378,12 @@ def listing_query(entity: str) -> sql.Composed:
     return sql.SQL("SELECT d.id, d.updated, d.rows FROM ({}) d ORDER BY d.id").format(inner)
 
 
+def change_token_query(entity: str) -> sql.Composed:
+    """count, max(updated), sum(rows) over every document of `entity` (parameter: `lang`)."""
+    inner = _sql(_document_query(entity, fetch=False))
+    return sql.SQL("SELECT count(*), max(d.updated), sum(d.rows) FROM ({}) d").format(inner)
+
+
 def fetch_query(entity: str) -> sql.Composed:
     """The document rows of `entity` for the ids in `ids` (parameters: `lang`, `ids`)."""
     inner = _sql(_document_query(entity, fetch=True))

@@ -29,9 +29,27 @@ def read_only_conninfo(conninfo: str) -> str:
     )
 
 
+def configured_conninfo(settings: Settings) -> str | None:
+    """The conninfo of `IDEMPIERE_DB_*`, or None when no host is set.
+
+    Keyword form rather than a URL, so IDEMPIERE_DB_HOST may also be a Unix socket folder.
+    """
+    if settings.idempiere_db_host is None:
+        return None
+    password = settings.idempiere_db_password
+    return make_conninfo(
+        "",
+        host=settings.idempiere_db_host,
+        port=settings.idempiere_db_port,
+        dbname=settings.idempiere_db_name,
+        user=settings.idempiere_db_user,
+        password=password.get_secret_value() if password is not None else None,
+    )
+
+
 def resolve_idempiere_conninfo(settings: Settings) -> str:
-    """The URL of the iDempiere database: `IDEMPIERE_DB_*`, else the demo (created if needed)."""
-    configured = settings.idempiere_conninfo
+    """The iDempiere database: `IDEMPIERE_DB_*`, else the demo (created if needed)."""
+    configured = configured_conninfo(settings)
     if configured is not None:
         return configured
     # Imported here: the demo loader pulls in the embedded server only when it is used.

@@ -258,6 +258,25 @@ class KEntrySource(IdempiereSource):
                     version=_version(updated, digest),
                 )
 
+    def change_token(self, partition_key: str) -> str:
+        """A short digest of the partition's listing: it changes when any document does.
+
+        For a sensor: one aggregate query, no rows shipped.
+        """
+        language = partition_key
+        if not self._languages_available(language):
+            return "none"
+        query = sql.SQL(
+            "SELECT count(*), max(v.updated), md5(string_agg(v.id || ':' || v.digest, ',' "
+            "ORDER BY v.id)) FROM ({}) v"
+        ).format(self._query(language, self._version_columns(language), None))
+        with self.conn.transaction():
+            row = self.conn.execute(
+                query, {"language": language, "clients": self._client_ids}
+            ).fetchone()
+        count, updated, digest = row if row else (0, None, None)
+        return f"{count}/{updated.isoformat() if updated else '-'}/{(digest or '-')[:16]}"
+
     def fetch(self, refs: Sequence[DocumentRef]) -> Iterator[SourceDocument | FailedDocument]:
         """The entries of `refs`; one that vanished since the listing is left out."""
         by_language: dict[str, list[int]] = {}

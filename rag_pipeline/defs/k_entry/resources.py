@@ -1,0 +1,44 @@
+"""The `k_entry` source's configuration in Dagster."""
+
+from pydantic import Field
+
+from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.sources.idempiere.connection import resolve_idempiere_conninfo
+from rag_pipeline.sources.idempiere.k_entry import KEntrySource
+
+
+class KEntrySourceResource(SourceResource):
+    """Knowledge-base entries (K_Entry) of the iDempiere database.
+
+    The connection comes from IDEMPIERE_DB_* when a run starts (never shown in the UI); with
+    none set, the demo iDempiere database in the embedded server is used.
+    """
+
+    languages: str = Field(
+        default="en_US",
+        description="RAG_LANGUAGES: AD_Language codes, comma-separated; all = every language",
+    )
+    client_ids: str = Field(
+        default="1000014,11",
+        description="RAG_KENTRY_CLIENT_IDS: AD_Client_IDs whose entries are indexed",
+    )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "KEntrySourceResource":
+        """The resource with the given settings as its defaults."""
+        return cls(languages=settings.languages, client_ids=settings.kentry_client_ids)
+
+    def build(self) -> KEntrySource:
+        """The source, on a read-only connection to the configured (or demo) database."""
+        # Validated like the environment variables, so an error names the setting to fix.
+        settings = load_settings(languages=self.languages, kentry_client_ids=self.client_ids)
+        return KEntrySource.from_settings(settings, resolve_idempiere_conninfo(settings))
+
+    def partition_keys(self) -> list[str]:
+        """The configured languages (`all` resolved in the database)."""
+        source = self.build()
+        try:
+            return source.partition_keys()
+        finally:
+            source.close()
