@@ -223,27 +223,33 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--home", type=Path, default=Path(tempfile.gettempdir()) / "rag_bench")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--database", help="measure an index this script built before (URL)")
     args = parser.parse_args()
     rng = random.Random(11)
 
     from rag_pipeline.runtime import load_embedder
-    from rag_pipeline.search.engine import Searcher
     from rag_pipeline.settings import load_settings
-    from rag_pipeline.store.server import resolve_conninfo
 
     settings = load_settings(home=args.home, search_query_cache_size=0, search_pool_size=8)
     embedder = load_embedder(settings)
+    with tempfile.TemporaryDirectory() as tmp:
+        build(Path(tmp), args.shared)
+        base_docs = corpus_docs(Path(tmp))
+    _, _, base_chunks = split(base_docs, embedder.count_tokens)
+    url = args.database or load_index(args, settings, embedder, base_chunks, rng)
+    measure(url, args, settings, embedder, base_docs, base_chunks, rng)
+
+
+def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: ignore[no-untyped-def]
+    """Create a database with `args.chunks` synthetic chunks; return its URL."""
+    from rag_pipeline.store.server import resolve_conninfo
+
     admin = resolve_conninfo(settings)
     name = f"bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = admin.replace("/rag?", f"/{name}?")
     print(f"database: {url}")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        build(Path(tmp), args.shared)
-        base_docs = corpus_docs(Path(tmp))
-    _, _, base_chunks = split(base_docs, embedder.count_tokens)
     started = time.perf_counter()
     base_vectors = embedder.embed_passages([c.embedded_text for c in base_chunks])
     print(
@@ -297,6 +303,12 @@ def main() -> None:
         f"{hnsw_seconds:.0f} s ({sizes[0]}); BM25 statistics in {stats_seconds:.1f} s"
     )
     print(f"sizes: tsv GIN {sizes[1]}, identifier GIN {sizes[2]}, rag.chunks total {sizes[3]}")
+    return url
+
+
+def measure(url, args, settings, embedder, base_docs, base_chunks, rng) -> None:  # type: ignore[no-untyped-def]
+    """Latencies per mode, HNSW recall and a cold process, on the index at `url`."""
+    from rag_pipeline.search.engine import Searcher
 
     queries = make_queries(base_docs, base_chunks, rng, args.queries)
     searcher = Searcher(settings, embedder=embedder, conninfo=url)

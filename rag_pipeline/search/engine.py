@@ -38,7 +38,7 @@ _MIN_VECTOR_CANDIDATES = 50
 _MAX_VECTOR_CANDIDATES = 4000
 # Sections of each leg that take part in fusion, and the keyword leg's candidate budget.
 _LEG_SECTIONS = 50
-_KEYWORD_CANDIDATES = 5000
+_KEYWORD_CANDIDATES = 2000
 # BM25 constants, measured on the labelled set (k1 1.2 / b 0.75, the textbook values, lost
 # 0.045 nDCG@10): the ts_rank term frequency saturates already, and chunks vary little in
 # length. An identifier hit counts like one more term of its own rarity.

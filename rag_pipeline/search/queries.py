@@ -78,7 +78,9 @@ ident_terms AS (
 ),
 ident_q AS (SELECT rag.tsquery_or_agg(tq) AS q FROM ident_terms),
 kw_raw AS MATERIALIZED (
-    SELECT c.id, c.section_id, c.tsv, c.ident_tsv, c.token_count
+    -- `|| ''` copies the (often TOASTed) tsvector out once; the scoring below reads it once per
+    -- query term, and detoasting each time cost 8x the buffer reads at 100k chunks.
+    SELECT c.id, c.section_id, c.tsv || ''::tsvector AS tsv, c.ident_tsv, c.token_count
     FROM rag.chunks c
     WHERE (c.tsv @@ (SELECT q FROM picked) OR c.ident_tsv @@ (SELECT q FROM ident_q))
       AND {filters}
