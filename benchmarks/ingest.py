@@ -9,7 +9,14 @@ embedded PostgreSQL under a temporary RAG_HOME, then prints:
 - documents/s and chunks/s of the first ingest (the real Dagster job, every stage);
 - chunks/s of the raw embedder on exactly the same chunk texts in the same process;
 - the ratio of the two (target ≥ 0.8);
-- the time of an unchanged re-ingest as a fraction of the first (target ≤ 5 %).
+- the time of an unchanged re-ingest as a fraction of the first (target ≤ 5 %);
+- the peak resident memory of the whole process tree (the ingest process and its conversion
+  workers; not the PostgreSQL server), sampled every 0.1 s.
+
+    python benchmarks/ingest.py --docs 1000,10000
+
+runs each size in a fresh process and prints the peak RSS of each and their ratio
+(target: ≤ 1.5 GB at 10,000 documents and ≤ 1.3 × the figure at 1,000).
 """
 
 import argparse
@@ -17,8 +24,10 @@ import csv
 import html
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -112,11 +121,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--docs", default="2000", help="a size, or sizes separated by commas")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (args.shared / "fixtures").is_dir():
         sys.exit(f"fixtures not found under {args.shared}; pass --shared")
+    if not args.child:
+        peaks = {}
+        for size in [int(n) for n in args.docs.split(",")]:
+            print(f"=== {size} documents")
+            command = [sys.executable, __file__, "--child", "--docs", str(size)]
+            command += ["--shared", str(args.shared)]
+            peaks[size] = measure_tree_peak(command)
+            print(f"peak RSS of the ingest process tree: {peaks[size] / 2**20:.0f} MiB")
+        if len(peaks) > 1:
+            small, large = min(peaks), max(peaks)
+            print(
+                f"peak RSS {large} / {small} documents: {peaks[large] / peaks[small]:.2f} "
+                "(target <= 1.3)"
+            )
+        return
 
     with tempfile.TemporaryDirectory(prefix="rag-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -125,7 +150,7 @@ def main() -> None:
         for name in ("RAG_VECTORDB_URL", "RAG_VECTORDB_PG_HOST"):
             os.environ.pop(name, None)
         corpus = Path(tmp) / "corpus"
-        documents = generate_corpus(args.shared, corpus, args.docs)
+        documents = generate_corpus(args.shared, corpus, int(args.docs))
         size = sum(f.stat().st_size for f in corpus.rglob("*") if f.is_file())
         print(f"corpus: {documents} documents ({size / 1e6:.1f} MB)")
         try:
@@ -137,13 +162,58 @@ def main() -> None:
             stop_embedded_server(load_settings())
 
 
+def _tree_rss(root: int) -> int:
+    """Resident bytes of `root` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def measure_tree_peak(command: list[str]) -> int:
+    """Run `command`, echoing its output; return the peak RSS of its process tree."""
+    process = subprocess.Popen(command)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss(process.pid))
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    code = process.wait()
+    done.set()
+    sampler.join()
+    if code != 0:
+        sys.exit(code)
+    return peak
+
+
 def run(corpus: Path, home: Path) -> None:
     import dagster as dg
 
-    from rag_pipeline.core.sources.files import partition_key_for
     from rag_pipeline.definitions import defs
     from rag_pipeline.runtime import load_embedder, ready_conninfo
     from rag_pipeline.settings import load_settings
+    from rag_pipeline.sources.files import partition_key_for
     from rag_pipeline.store.connection import connect
 
     settings = load_settings()
