@@ -30,8 +30,9 @@ CONFIGS: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("keyword ts_rank", {"mode": "keyword"}, {"scorer": "ts_rank"}),
     ("keyword bm25", {"mode": "keyword"}, {}),
     ("hybrid rrf ts_rank", {"mode": "hybrid", "fusion": "rrf"}, {"scorer": "ts_rank"}),
-    ("hybrid minmax bm25", {"mode": "hybrid", "fusion": "minmax"}, {}),
     ("hybrid rrf bm25", {"mode": "hybrid", "fusion": "rrf"}, {}),
+    ("hybrid minmax ts_rank", {"mode": "hybrid", "fusion": "minmax"}, {"scorer": "ts_rank"}),
+    ("hybrid minmax bm25", {"mode": "hybrid", "fusion": "minmax"}, {}),
 ]
 
 

@@ -38,7 +38,8 @@ _MIN_VECTOR_CANDIDATES = 50
 _MAX_VECTOR_CANDIDATES = 4000
 # Sections of each leg that take part in fusion, and the keyword leg's candidate budget.
 _LEG_SECTIONS = 50
-_KEYWORD_CANDIDATES = 2000
+_KEYWORD_CANDIDATES = 1000
+_KEYWORD_SCAN = 2000
 # BM25 constants, measured on the labelled set (k1 1.2 / b 0.75, the textbook values, lost
 # 0.045 nDCG@10): the ts_rank term frequency saturates already, and chunks vary little in
 # length. An identifier hit counts like one more term of its own rarity.
@@ -231,6 +232,7 @@ class Searcher:
             "breadcrumb": breadcrumb or None,
             "vec_limit": max(_MIN_VECTOR_CANDIDATES, top_k * _VECTOR_CANDIDATES_PER_HIT),
             "kw_limit": _KEYWORD_CANDIDATES,
+            "kw_scan": _KEYWORD_SCAN,
             "leg_sections": max(_LEG_SECTIONS, top_k),
             "k1": _K1,
             "b": _B,

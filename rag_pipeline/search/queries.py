@@ -10,8 +10,9 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   2.5 x body B) and already saturates; it is scaled so one body occurrence counts 1, then
   BM25's k1/b length normalisation applies over the chunk's token count. An identifier term
   found in the chunk adds its own IDF times `ident_boost`. Candidates come from the rarest
-  lexemes first, up to `kw_limit` matching chunks, so a query full of common words cannot
-  make the leg score half the corpus; common words still count in the score.
+  lexemes first, up to `kw_limit` matching chunks (and at most `kw_scan` in all), so a query
+  full of common words cannot make the leg score half the corpus; common words still count
+  in the score of the chunks found.
 - hybrid: both legs fused — weighted reciprocal rank fusion, or min-max score normalisation
   — over the best `leg_sections` sections of each leg. The score is scaled to (0, 1].
 """
@@ -84,6 +85,10 @@ kw_raw AS MATERIALIZED (
     FROM rag.chunks c
     WHERE (c.tsv @@ (SELECT q FROM picked) OR c.ident_tsv @@ (SELECT q FROM ident_q))
       AND {filters}
+    -- When even the rarest query word is in more chunks than this, score the first ones found
+    -- rather than all (a one-word query of a common word would otherwise score a third of
+    -- the corpus); hybrid search still has the vector leg's candidates for such a query.
+    LIMIT %(kw_scan)s
 ),
 kw_scored AS (
     SELECT r.id, r.section_id, {lexical} + coalesce((
