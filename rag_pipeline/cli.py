@@ -25,16 +25,26 @@ def _settings() -> Settings:
 
 @contextmanager
 def _errors_as_messages() -> Iterator[None]:
-    """Known failures (configuration, model, database) print one line, not a traceback."""
-    from rag_pipeline.core.embedding import EmbeddingModelError
+    """Known failures print one line naming the cause and the fix, and exit 1.
+
+    Configuration, model, backup, embedded-server problems, a database that is unreachable
+    or went away, a full disk, a read-only RAG_HOME (see `cli_errors`).
+    """
+    from rag_pipeline.cli_errors import error_message
     from rag_pipeline.sources.files import FolderError
-    from rag_pipeline.store.backup import BackupError
-    from rag_pipeline.store.migrations import ModelMismatchError
 
     try:
         yield
-    except (ConfigError, EmbeddingModelError, ModelMismatchError, FolderError, BackupError) as exc:
+    except click.ClickException:
+        raise
+    except FolderError as exc:
         raise click.ClickException(str(exc)) from exc
+    except Exception as exc:
+        home = os.environ.get("RAG_HOME") or str(Path.home() / ".rag_pipeline")
+        message = error_message(exc, home=home)
+        if message is None:
+            raise
+        raise click.ClickException(message) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

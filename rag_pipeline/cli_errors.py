@@ -1,0 +1,87 @@
+"""One line for each failure a user can fix, instead of a traceback: the cause and the fix.
+
+Used by the CLI's `_errors_as_messages`; no Dagster, no click here, so every command module
+(and the search and ask commands) can share it.
+"""
+
+import errno
+import os
+
+from rag_pipeline.settings import ConfigError
+
+# The embedded server's pgserver-era lock: a stale one owned by another user broke every start.
+_PGSERVER_LOCK = ".lockfile"
+
+
+def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
+    """The one-line message for a known failure, or None for a bug (keep its traceback).
+
+    Args:
+        exc: The exception a command raised.
+        home: The RAG_HOME folder, named in messages about files.
+    """
+    import psycopg
+
+    from rag_pipeline.core.embedding import EmbeddingModelError
+    from rag_pipeline.store.backup import BackupError
+    from rag_pipeline.store.migrations import ModelMismatchError
+    from rag_pipeline.store.server import EmbeddedServerError
+
+    known = (ConfigError, EmbeddingModelError, ModelMismatchError, BackupError, EmbeddedServerError)
+    if isinstance(exc, known):
+        return _one_line(str(exc))
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return (
+            "the database's disk is full: free space on the disk of its data folder "
+            f"({home}/pgdata for the embedded one) and run the command again"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return _database_message(exc)
+    if isinstance(exc, OSError):
+        return _os_message(exc, home)
+    return None
+
+
+def _database_message(exc: BaseException) -> str:
+    detail = _one_line(str(exc))
+    lowered = detail.lower()
+    if "no space left" in lowered or "could not extend file" in lowered:
+        return (
+            f"the database's disk is full ({detail}); free space on that disk and run the "
+            "command again"
+        )
+    if "closed the connection" in lowered or "terminating connection" in lowered:
+        return (
+            f"the vector database went away during the command ({detail}); run it again "
+            "(the embedded server starts by itself; an external one must be running)"
+        )
+    return (
+        f"cannot reach the vector database ({detail}); check RAG_VECTORDB_URL or "
+        "RAG_VECTORDB_PG_HOST/PORT and that the server runs, or unset them to use the "
+        "embedded one"
+    )
+
+
+def _os_message(exc: OSError, home: str) -> str:
+    path = exc.filename or ""
+    where = f" ({path})" if path else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        return f"the disk is full{where}: free space on it and run the command again"
+    if exc.errno == errno.EROFS or (
+        exc.errno in (errno.EACCES, errno.EPERM) and str(path).startswith(home)
+    ):
+        return (
+            f"{home} is not writable{where}: {reason}; point RAG_HOME at a folder you can "
+            "write (the embedded database, model links and run state live there)"
+        )
+    if os.path.basename(str(path)) == _PGSERVER_LOCK:
+        return (
+            f"the lock file {path} belongs to another user ({reason}); remove it, or ask its "
+            "owner to"
+        )
+    return f"{reason}{where}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
