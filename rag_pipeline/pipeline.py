@@ -34,11 +34,13 @@ from rag_pipeline.core.source import (
     Source,
     SourceDocument,
 )
+from rag_pipeline.executors import job_executor
 from rag_pipeline.indexing import EMBEDDINGS_VERSION, embed_missing, embeddings_fingerprint
 from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import StageOutput, StageView
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
+from rag_pipeline.settings import load_settings
 from rag_pipeline.store import index, stages
 from rag_pipeline.store.locks import advisory_lock
 from rag_pipeline.store.migrations import ensure_model
@@ -52,6 +54,27 @@ CHUNKS_WITHIN_BUDGET = "chunks_within_token_budget"
 INDEX_INTEGRITY = "index_integrity"
 _PREVIEW_CHARS = 1500
 _FETCH_BATCH = 50
+OWNERS = ["team:knowledge-pipeline"]
+# Concurrency pools (limits are set per deployment: `dagster instance concurrency set embedding
+# 1`): one per source for its requests (a wiki is not hammered), one for the model.
+EMBEDDING_POOL = "embedding"
+# Downstream stages follow their upstream on their own (under the automation sensor): a raw
+# materialized alone, from the UI, is carried through to the index.
+DOWNSTREAM_AUTOMATION = dg.AutomationCondition.eager()
+# Transient source errors (a wiki timing out, a database restarting) are retried with backoff.
+RAW_RETRY_POLICY = dg.RetryPolicy(
+    max_retries=3, delay=15, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
+
+
+def requests_pool(source_type: str) -> str:
+    """The concurrency pool of a source's raw stage (its requests to the source)."""
+    return f"{source_type}_requests"
+
+
+def stage_tags(source_type: str, stage: str) -> dict[str, str]:
+    """Tags of a stage asset: filter by source or stage in the UI (`tag:stage=embeddings`)."""
+    return {"source": source_type, "stage": stage}
 
 
 class IngestConfig(dg.Config):
@@ -88,6 +111,7 @@ def source_definitions(
     `resource` is registered as `<source_type>_source`; the job is `<source_type>_ingest_job`.
     """
     resource_key = f"{source_type}_source"
+    settings = load_settings()
     raw = _raw_asset(source_type, partitions_def, resource_key)
     chain = _chain(source_type, partitions_def, chain_options or ChainOptions())
     job = dg.define_asset_job(
@@ -95,9 +119,11 @@ def source_definitions(
         selection=dg.AssetSelection.groups(source_type),
         partitions_def=partitions_def,
         description=description,
-        # Steps of one partition are short: launching a process per step would cost more
-        # than the work (a run of an unchanged partition takes seconds in process).
-        executor_def=dg.in_process_executor,
+        # In process by default: steps of one partition are short, a process per step would
+        # cost more than the work. RAG_EXECUTOR=multiprocess|celery scales out (executors.py).
+        executor_def=job_executor(settings),
+        # Enforced by run monitoring (the daemon): a hung run is stopped, not left running.
+        run_tags={"dagster/max_runtime": str(settings.run_timeout_seconds)},
     )
     return dg.Definitions(
         assets=[raw, *chain.assets],
@@ -193,6 +219,10 @@ def _raw_asset(
         kinds=KINDS,
         group_name=source_type,
         code_version=RAW_VERSION,
+        retry_policy=RAW_RETRY_POLICY,
+        pool=requests_pool(source_type),
+        owners=OWNERS,
+        tags=stage_tags(source_type, "raw"),
     )
     def raw_asset(
         context: dg.AssetExecutionContext, config: IngestConfig
@@ -370,6 +400,9 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
         kinds=KINDS,
         group_name=source,
         code_version=versions["markdown"],
+        automation_condition=DOWNSTREAM_AUTOMATION,
+        owners=OWNERS,
+        tags=stage_tags(source, "markdown"),
         check_specs=[
             _rule_spec(
                 NO_EDITORJS_SYNTAX,
@@ -417,6 +450,9 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
         kinds=KINDS,
         group_name=source,
         code_version=versions["sanitized"],
+        automation_condition=DOWNSTREAM_AUTOMATION,
+        owners=OWNERS,
+        tags=stage_tags(source, "sanitized"),
         check_specs=[
             _rule_spec(
                 NO_FORBIDDEN_CHARACTERS,
@@ -470,6 +506,9 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
         kinds=KINDS,
         group_name=source,
         code_version=versions["chunks"],
+        automation_condition=DOWNSTREAM_AUTOMATION,
+        owners=OWNERS,
+        tags=stage_tags(source, "chunks"),
         check_specs=[
             _rule_spec(
                 CHUNKS_WITHIN_BUDGET,
@@ -530,6 +569,10 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
         kinds={"python", "postgres", "pgvector"},
         group_name=source,
         code_version=EMBEDDINGS_VERSION,
+        automation_condition=DOWNSTREAM_AUTOMATION,
+        pool=EMBEDDING_POOL,
+        owners=OWNERS,
+        tags=stage_tags(source, "embeddings"),
     )
     def embeddings_asset(
         context: dg.AssetExecutionContext,

@@ -253,6 +253,27 @@ class Settings(BaseSettings):
     )
     search_query_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = 1024
 
+    # Running it like production (rag_pipeline/defs/schedules.py, executors.py).
+    nightly_cron: str = Field(
+        default="30 2 * * *", description="Cron of each source's nightly full reconcile."
+    )
+    timezone: str = Field(default="UTC", description="IANA time zone of the nightly cron.")
+    executor: Literal["in_process", "multiprocess", "celery"] = Field(
+        default="in_process",
+        description="Executor of the jobs: in_process (default), multiprocess, celery.",
+    )
+    celery_broker: str = Field(
+        default="pyamqp://guest:guest@127.0.0.1:5672//",
+        description="Celery broker URL (RabbitMQ or redis://) when RAG_EXECUTOR=celery.",
+    )
+    celery_backend: str = Field(
+        default="rpc://", description="Celery result backend when RAG_EXECUTOR=celery."
+    )
+    run_timeout_seconds: Annotated[int, Field(ge=60)] = Field(
+        default=4 * 3600,
+        description="A run still going after this long is stopped (dagster/max_runtime).",
+    )
+
     @property
     def files_folder_list(self) -> list[str]:
         """The configured folders, in order, without empty entries or repeats."""
