@@ -10,15 +10,15 @@ Documents stream through a stage in batches: a batch is loaded, transformed and 
 """
 
 import logging
-import multiprocessing
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from rag_pipeline.core.ids import stable_id
 from rag_pipeline.core.models import FailedDocument
+from rag_pipeline.core.workers import worker_pool
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +135,8 @@ def _batches(keys: Sequence[str], size: int) -> Iterator[list[str]]:
 
 
 def _pool(workers: int) -> Executor:
-    # forkserver, not fork: the caller may be a multi-threaded process (the CLI runs the job
-    # in a thread), and forking one can copy a lock another thread holds.
-    context = multiprocessing.get_context("forkserver")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    # Spawned workers that exit when this process dies, even by SIGKILL (core/workers.py).
+    return worker_pool(workers)
 
 
 def run_stage(

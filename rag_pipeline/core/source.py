@@ -131,13 +131,13 @@ def fetch_each(
 ) -> Iterator[SourceDocument | FailedDocument]:
     """`Source.fetch` for sources that read one document at a time.
 
-    A `DocumentError` (or `OSError`, `UnicodeError`) from `fetch_one` fails that document
+    A `DocumentError` (or any `ValueError`, `OSError`) from `fetch_one` fails that document
     alone; `None` means it vanished.
     """
     for ref in refs:
         try:
             document = fetch_one(ref)
-        except (DocumentError, OSError, UnicodeError) as exc:
+        except (ValueError, OSError) as exc:  # DocumentError and UnicodeError are ValueErrors
             yield FailedDocument(ref.key, "raw", str(exc) or type(exc).__name__)
             continue
         if document is not None:

@@ -10,10 +10,10 @@ modification time; its language comes from its front matter.
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rag_pipeline.core.models import FailedDocument, SourceFormat
+from rag_pipeline.core.safe_files import FileEntry, SkippedEntry, iter_folder, read_capped
 from rag_pipeline.core.source import (
     ChainOptions,
     DocumentError,
@@ -42,17 +42,6 @@ class FolderError(ValueError):
     """The folder of a `files` partition cannot be used."""
 
 
-@dataclass(frozen=True)
-class FileEntry:
-    """A candidate document in the folder."""
-
-    relative: str  # path relative to the folder, '/'-separated
-    path: Path
-    size: int
-    mtime_ns: int
-    format: SourceFormat
-
-
 def demo_folder() -> Path:
     """The demo corpus shipped inside the package."""
     return Path(__file__).resolve().parents[1] / "demo" / "files"
@@ -79,18 +68,13 @@ def folder_for(partition_key: str) -> Path:
     return folder
 
 
-def list_files(folder: Path) -> Iterator[FileEntry]:
-    """Supported files below `folder`, hidden files and folders skipped, in a stable order."""
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            suffix = Path(name).suffix.lower()
-            if name.startswith(".") or suffix not in FORMATS:
-                continue
-            path = Path(root) / name
-            stat = path.stat()
-            relative = path.relative_to(folder).as_posix()
-            yield FileEntry(relative, path, stat.st_size, stat.st_mtime_ns, FORMATS[suffix])
+def list_files(folder: Path) -> Iterator[FileEntry | SkippedEntry]:
+    """Supported files below `folder` (hidden ones skipped), and entries that are not read.
+
+    Only regular files whose real path is inside the folder are candidates: symbolic links,
+    FIFOs, devices and unreadable files come back as `SkippedEntry` with the reason.
+    """
+    return iter_folder(folder, suffixes=FORMATS.keys())
 
 
 def folder_fingerprint(partition_key: str) -> str:
@@ -100,9 +84,12 @@ def folder_fingerprint(partition_key: str) -> str:
     """
     digest = hashlib.sha256()
     for entry in list_files(folder_for(partition_key)):
-        digest.update(
-            f"{entry.relative}\0{entry.size}\0{entry.mtime_ns}\n".encode("utf-8", "surrogateescape")
+        line = (
+            f"{entry.relative_path}\0{entry.size}\0{entry.mtime_ns}\n"
+            if isinstance(entry, FileEntry)
+            else f"{entry.relative_path}\0skipped\n"
         )
+        digest.update(line.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
@@ -120,52 +107,46 @@ class FilesSource(Source):
         """Every supported file of the partition's folder, versioned by size and mtime."""
         folder = folder_for(partition_key)
         for entry in list_files(folder):
-            source_id = f"{partition_key}/{entry.relative}"
+            source_id = f"{partition_key}/{entry.relative_path}"
             if not _is_utf8_name(source_id):
                 # os.fsdecode smuggled undecodable bytes in; report the name with them replaced.
                 shown = source_id.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
                 yield FailedDocument(shown, "raw", "file name is not valid UTF-8")
-                continue
-            yield DocumentRef(
-                source_id=source_id,
-                language="",
-                version=f"{entry.size}:{entry.mtime_ns}",
-                locator=f"{entry.format.value}:{entry.path}",
-            )
+            elif isinstance(entry, SkippedEntry):
+                yield FailedDocument(source_id, "raw", f"not read: {entry.reason}")
+            else:
+                yield DocumentRef(
+                    source_id=source_id,
+                    language="",
+                    version=f"{entry.size}:{entry.mtime_ns}",
+                    locator=f"{partition_key}\0{entry.relative_path}",
+                )
 
     def fetch(self, refs: Sequence[DocumentRef]) -> Iterator[SourceDocument | FailedDocument]:
         """Read each file: UTF-8 text within the size limit."""
         return fetch_each(refs, self._read)
 
     def _read(self, ref: DocumentRef) -> SourceDocument | None:
-        fmt_name, _, location = ref.locator.partition(":")
-        path = Path(location)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return None
-        if size > self.max_bytes:
-            raise DocumentError(
-                f"file is {size:,} bytes, over the limit of {self.max_bytes:,} "
-                "(RAG_FILES_MAX_BYTES)"
-            )
-        data = path.read_bytes()
+        partition_key, _, relative = ref.locator.partition("\0")
+        folder = folder_for(partition_key)
+        if not os.path.lexists(folder / relative):
+            return None  # deleted since the listing
+        data = read_capped(folder, relative, self.max_bytes)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise DocumentError(
                 f"not valid UTF-8 at byte {exc.start}: {data[exc.start : exc.start + 4]!r}"
             ) from None
-        demo = ref.source_id.startswith(f"{DEMO_PARTITION}/")
         return SourceDocument(
             source_id=ref.source_id,
             language="",
             version=hashlib.sha256(data).hexdigest(),
             title="",
-            original_format=SourceFormat(fmt_name),
+            original_format=FORMATS[Path(relative).suffix.lower()],
             body=text,
             # The demo's address must not depend on where the package is installed.
-            url="" if demo else path.as_uri(),
+            url="" if partition_key == DEMO_PARTITION else (folder / relative).as_uri(),
         )
 
 
