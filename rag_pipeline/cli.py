@@ -28,11 +28,14 @@ def _errors_as_messages() -> Iterator[None]:
     """Known failures print one line naming the cause and the fix, and exit 1.
 
     Configuration, model, backup, embedded-server problems, a database that is unreachable
-    or went away, a full disk, a read-only RAG_HOME (see `cli_errors`).
+    or went away, a full disk, a read-only RAG_HOME (see `cli_errors`). Inside, files are
+    created private (umask 077): RAG_HOME, Dagster's run storage with its document previews,
+    model links and dumps are readable by their owner only.
     """
     from rag_pipeline.cli_errors import error_message
     from rag_pipeline.sources.files import FolderError
 
+    previous_umask = os.umask(0o077)
     try:
         yield
     except click.ClickException:
@@ -45,6 +48,8 @@ def _errors_as_messages() -> Iterator[None]:
         if message is None:
             raise
         raise click.ClickException(message) from exc
+    finally:
+        os.umask(previous_umask)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -174,3 +174,25 @@ def test_a_long_running_process_reconnects_after_the_server_stops(
     again = ready_conninfo(embedded)
     with psycopg.connect(again) as conn:
         assert conn.execute("SELECT count(*) FROM rag.store_info").fetchone() is not None
+
+
+def test_what_a_command_writes_under_rag_home_is_private(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from rag_pipeline.cli import main
+
+    home = tmp_path / "fresh-home"
+    monkeypatch.setenv("RAG_HOME", str(home))
+    monkeypatch.setenv("RAG_VECTORDB_URL", database_url)
+    result = CliRunner().invoke(main, ["init"])
+    assert result.exit_code == 0, result.output
+    entries = [home, *home.rglob("*")]
+    assert len(entries) > 1
+    loose = [
+        f"{oct(_mode(path))} {path}"
+        for path in entries
+        if not path.is_symlink() and _mode(path) & 0o077
+    ]
+    assert not loose, loose
