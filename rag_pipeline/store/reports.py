@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 
@@ -64,3 +64,102 @@ def clear_source(conn: psycopg.Connection, source_type: str) -> int:
             ([f"{source_type}_{stage}" for stage in ("raw", "markdown", "sanitized", "chunks")],),
         )
     return documents
+
+
+@dataclass(frozen=True)
+class SourceFreshness:
+    """How current one source's index is: its last sync and what is not indexed."""
+
+    source_type: str
+    last_sync: datetime | None
+    partitions: int
+    documents: int
+    chunks: int
+    failed_documents: int
+    documents_behind: int
+
+
+@dataclass(frozen=True)
+class CurrentFailure:
+    """A document that failed in the newest run of its partition."""
+
+    source_type: str
+    partition_key: str
+    source_id: str
+    stage: str
+    reason: str
+    failed_at: datetime
+
+
+@dataclass(frozen=True)
+class IndexSize:
+    """The size of the index on disk (tables with their indexes and TOAST)."""
+
+    documents: int
+    chunks: int
+    index_bytes: int
+    database_bytes: int
+
+
+# The newest run of each partition; what it recorded is the current state of that partition.
+_LATEST_RUNS: Final = (
+    "SELECT DISTINCT ON (source_type, partition_key) run_id, source_type, partition_key,"
+    " finished_at FROM rag.ingest_runs ORDER BY source_type, partition_key, finished_at DESC"
+)
+
+
+def current_failures(conn: psycopg.Connection, limit: int = 200) -> list[CurrentFailure]:
+    """Failed documents of every source, as the newest run of each partition left them."""
+    rows = conn.execute(
+        f"WITH latest AS ({_LATEST_RUNS})"
+        " SELECT DISTINCT ON (e.source_type, e.source_id, e.stage) e.source_type,"
+        " e.partition_key, e.source_id, e.stage, e.reason, e.created_at"
+        " FROM rag.ingest_errors e JOIN latest l ON l.run_id = e.run_id"
+        " AND l.source_type = e.source_type AND l.partition_key = e.partition_key"
+        " ORDER BY e.source_type, e.source_id, e.stage, e.created_at DESC LIMIT %s",
+        (limit,),
+    ).fetchall()
+    return [CurrentFailure(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+
+def source_freshness(conn: psycopg.Connection) -> list[SourceFreshness]:
+    """Per source: last successful sync, partitions, documents, chunks, failed and behind.
+
+    A document is *behind* when its source gave a version (the raw stage row) newer than the
+    one in the index: fetched but not (yet) indexed, e.g. rejected by a check, or in a run
+    that has not finished.
+    """
+    rows = conn.execute(
+        f"WITH latest AS ({_LATEST_RUNS}),"
+        " sources AS (SELECT source_type FROM rag.ingest_runs"
+        "  UNION SELECT source_type FROM rag.documents)"
+        " SELECT s.source_type,"
+        " (SELECT max(finished_at) FROM latest l WHERE l.source_type = s.source_type),"
+        " (SELECT count(*) FROM latest l WHERE l.source_type = s.source_type),"
+        " (SELECT count(*) FROM rag.documents d WHERE d.source_type = s.source_type),"
+        " (SELECT count(*) FROM rag.chunks c WHERE c.source_type = s.source_type),"
+        " (SELECT count(DISTINCT e.source_id) FROM rag.ingest_errors e JOIN latest l"
+        "   ON l.run_id = e.run_id AND l.source_type = e.source_type"
+        "   AND l.partition_key = e.partition_key WHERE e.source_type = s.source_type),"
+        " (SELECT count(*) FROM rag.stage_documents r WHERE r.asset_key = s.source_type || '_raw'"
+        "   AND NOT EXISTS (SELECT 1 FROM rag.documents d WHERE d.source_type = s.source_type"
+        "   AND d.doc_key = r.doc_key AND d.ingested_at >= r.updated_at))"
+        " FROM sources s ORDER BY s.source_type"
+    ).fetchall()
+    return [
+        SourceFreshness(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]))
+        for r in rows
+    ]
+
+
+def index_size(conn: psycopg.Connection) -> IndexSize:
+    """Documents, chunks and bytes of the index tables and of the whole database."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM rag.documents), (SELECT count(*) FROM rag.chunks),"
+        " (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+        "  JOIN pg_namespace n ON n.oid = c.relnamespace"
+        "  WHERE n.nspname = 'rag' AND c.relkind IN ('r', 'p', 'm')),"
+        " pg_database_size(current_database())"
+    ).fetchone()
+    assert row is not None
+    return IndexSize(int(row[0]), int(row[1]), int(row[2]), int(row[3]))

@@ -1,0 +1,108 @@
+"""`ingest_errors`: failed documents across every source, and each source's freshness.
+
+One place in the UI to act from: which documents failed (with the stage and the reason) as
+the newest run of their partition left them, and per source when it last synced and how many
+documents are behind the source. The table itself is `rag.ingest_errors`; `rag status`
+prints the same figures.
+"""
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+
+from rag_pipeline.resources.vectordb import VectorDBResource
+from rag_pipeline.source_registry import SOURCES
+from rag_pipeline.store.reports import (
+    CurrentFailure,
+    SourceFreshness,
+    current_failures,
+    source_freshness,
+)
+
+INGEST_ERRORS = "ingest_errors"
+_TABLE_ROWS = 50
+
+# After any source's index changed (a run of any partition), once no run is going on.
+_AFTER_ANY_INDEX_UPDATE = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+)
+
+
+@dg.asset(
+    name=INGEST_ERRORS,
+    deps=[dg.AssetKey(f"{source}_embeddings") for source in SOURCES],
+    group_name="operations",
+    kinds={"postgres"},
+    owners=["team:knowledge-pipeline"],
+    tags={"stage": "report"},
+    automation_condition=_AFTER_ANY_INDEX_UPDATE,
+)
+def ingest_errors(vectordb: VectorDBResource) -> dg.MaterializeResult[None]:
+    """Documents that failed, with stage and reason, and each source's freshness."""
+    with vectordb.connect() as conn:
+        failures = current_failures(conn)
+        freshness = source_freshness(conn)
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "failed_documents": len(failures),
+        "failures": dg.MetadataValue.md(failures_markdown(failures)),
+        "freshness": dg.MetadataValue.md(freshness_markdown(freshness, datetime.now(UTC))),
+    }
+    for item in freshness:
+        metadata[f"{item.source_type}_failed_documents"] = item.failed_documents
+        metadata[f"{item.source_type}_documents_behind"] = item.documents_behind
+        if item.last_sync is not None:
+            metadata[f"{item.source_type}_last_sync"] = dg.MetadataValue.timestamp(item.last_sync)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def failures_markdown(failures: Sequence[CurrentFailure]) -> str:
+    """The failed documents as a Markdown table (the first 50)."""
+    if not failures:
+        return "No failed documents."
+    lines = [
+        "| source | partition | document | stage | reason |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for failure in failures[:_TABLE_ROWS]:
+        reason = failure.reason.replace("|", "\\|").replace("\n", " ")[:300]
+        lines.append(
+            f"| {failure.source_type} | `{failure.partition_key}` | `{failure.source_id}` "
+            f"| {failure.stage} | {reason} |"
+        )
+    if len(failures) > _TABLE_ROWS:
+        lines.append(f"| … | | | | {len(failures) - _TABLE_ROWS} more |")
+    return "\n".join(lines)
+
+
+def freshness_markdown(freshness: Sequence[SourceFreshness], now: datetime) -> str:
+    """Each source's last sync, age and counts as a Markdown table."""
+    if not freshness:
+        return "Nothing ingested yet."
+    lines = [
+        "| source | last sync (UTC) | age | partitions | documents | failed | behind |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for item in freshness:
+        synced = item.last_sync.astimezone(UTC) if item.last_sync else None
+        lines.append(
+            f"| {item.source_type} | {synced:%Y-%m-%d %H:%M} | {age(now - synced)} "
+            if synced
+            else f"| {item.source_type} | never | – "
+        )
+        lines[-1] += (
+            f"| {item.partitions} | {item.documents} | {item.failed_documents} "
+            f"| {item.documents_behind} |"
+        )
+    return "\n".join(lines)
+
+
+def age(delta: timedelta) -> str:
+    """A short, human age: `42 s`, `17 min`, `5 h`, `3 d`."""
+    seconds = max(int(delta.total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
