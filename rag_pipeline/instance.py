@@ -1,5 +1,18 @@
-"""The Dagster instance the `rag` command and `dagster` share: `DAGSTER_HOME`, or a folder
-under `RAG_HOME` when it is unset (exported, so `dagster` started from `rag` uses it too)."""
+"""The Dagster instance the `rag` command and `dagster` share, and its storage.
+
+`DAGSTER_HOME` if set, else `RAG_HOME/dagster` (exported, so `dagster` started from `rag`
+uses it too). Its `dagster.yaml` is written here, from the environment:
+
+- `DAGSTER_PG_URL` (a `postgresql://` URL) or `DAGSTER_PG_HOST` (+ `DAGSTER_PG_PORT/DB/USER/
+  PASSWORD`): Dagster's runs, events and schedules in PostgreSQL (dagster-postgres), read
+  from the environment by Dagster itself, so no password is written to the file;
+- `DAGSTER_PG_URL=embedded`: a `dagster` database in the embedded PostgreSQL of `RAG_HOME`,
+  so `rag dev` keeps the index and Dagster's own storage on one server;
+- neither: SQLite files in `DAGSTER_HOME`.
+
+A `dagster.yaml` we wrote (first line `MANAGED_MARKER`) is rewritten when the environment asks
+for another storage; one written by a person is never touched.
+"""
 
 import os
 from pathlib import Path
@@ -7,17 +20,100 @@ from typing import Any
 
 from rag_pipeline.settings import Settings
 
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+MANAGED_MARKER = "# written by rag_pipeline (rag_pipeline/instance.py); edit freely to take over"
+EMBEDDED = "embedded"
+DAGSTER_DATABASE = "dagster"
+# What earlier versions wrote: ours too, so it is upgraded.
+_LEGACY_YAML = "telemetry:\n  enabled: false\n"
+
+_COMMON = """telemetry:
+  enabled: false
+# Runs past their dagster/max_runtime tag (RAG_RUN_TIMEOUT_SECONDS) are stopped by the daemon.
+run_monitoring:
+  enabled: true
+"""
+
+_POSTGRES_URL = """storage:
+  postgres:
+    postgres_url:
+      env: DAGSTER_PG_URL
+"""
+
+_POSTGRES_PARTS = """storage:
+  postgres:
+    postgres_db:
+      hostname:
+        env: DAGSTER_PG_HOST
+      port:
+        env: DAGSTER_PG_PORT
+      db_name:
+        env: DAGSTER_PG_DB
+      username:
+        env: DAGSTER_PG_USER
+      password:
+        env: DAGSTER_PG_PASSWORD
+"""
+
+
+def storage_kind(environ: dict[str, str] | None = None) -> str:
+    """`postgres_url`, `postgres_parts` or `sqlite`, from the environment."""
+    env = os.environ if environ is None else environ
+    if env.get("DAGSTER_PG_URL"):
+        return "postgres_url"
+    if env.get("DAGSTER_PG_HOST"):
+        return "postgres_parts"
+    return "sqlite"
+
+
+def dagster_yaml(kind: str) -> str:
+    """The dagster.yaml for a storage kind."""
+    storage = {"postgres_url": _POSTGRES_URL, "postgres_parts": _POSTGRES_PARTS}.get(kind, "")
+    return f"{MANAGED_MARKER}\n{_COMMON}{storage}"
+
+
+def prepare_environment(settings: Settings) -> None:
+    """Resolve `DAGSTER_PG_URL=embedded` and fill defaults of `DAGSTER_PG_*` (exported)."""
+    if os.environ.get("DAGSTER_PG_URL") == EMBEDDED:
+        os.environ["DAGSTER_PG_URL"] = embedded_dagster_url(settings)
+    if os.environ.get("DAGSTER_PG_HOST"):
+        for name, default in (
+            ("DAGSTER_PG_PORT", "5432"),
+            ("DAGSTER_PG_DB", "dagster"),
+            ("DAGSTER_PG_USER", "postgres"),
+            ("DAGSTER_PG_PASSWORD", ""),
+        ):
+            os.environ.setdefault(name, default)
+
+
+def embedded_dagster_url(settings: Settings) -> str:
+    """The URL of the `dagster` database in the embedded server (created if missing)."""
+    import psycopg
+    from psycopg import sql
+
+    from rag_pipeline.store.server import EMBEDDED_DATABASE, resolve_conninfo
+
+    rag_url = resolve_conninfo(settings.model_copy(update={"vectordb_url": None}))
+    with psycopg.connect(rag_url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DAGSTER_DATABASE,)
+        ).fetchone()
+        if exists is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DAGSTER_DATABASE)))
+    return rag_url.replace(f"/{EMBEDDED_DATABASE}?", f"/{DAGSTER_DATABASE}?", 1)
 
 
 def dagster_home(settings: Settings) -> Path:
-    """DAGSTER_HOME if set, else `RAG_HOME/dagster` (created with a minimal dagster.yaml)."""
+    """DAGSTER_HOME if set, else `RAG_HOME/dagster`, with the dagster.yaml the env asks for."""
+    prepare_environment(settings)
     configured = os.environ.get("DAGSTER_HOME")
     home = Path(configured) if configured else settings.home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML, encoding="utf-8")
+    wanted = dagster_yaml(storage_kind())
+    current = config.read_text(encoding="utf-8") if config.exists() else None
+    ours = current is not None and (current.startswith(MANAGED_MARKER) or current == _LEGACY_YAML)
+    if current is None or (ours and current != wanted):
+        config.write_text(wanted, encoding="utf-8")
     return home
 
 

@@ -258,6 +258,11 @@ class Settings(BaseSettings):
         default="30 2 * * *", description="Cron of each source's nightly full reconcile."
     )
     timezone: str = Field(default="UTC", description="IANA time zone of the nightly cron.")
+    automation: bool = Field(
+        default=False,
+        description="Start the nightly schedules and the automation sensor with the daemon "
+        "(off in local dev: turn them on in the UI, or set this in production).",
+    )
     executor: Literal["in_process", "multiprocess", "celery"] = Field(
         default="in_process",
         description="Executor of the jobs: in_process (default), multiprocess, celery.",

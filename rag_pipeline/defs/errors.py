@@ -40,7 +40,7 @@ _AFTER_ANY_INDEX_UPDATE = (
     tags={"stage": "report"},
     automation_condition=_AFTER_ANY_INDEX_UPDATE,
 )
-def ingest_errors(vectordb: VectorDBResource) -> dg.MaterializeResult[None]:
+def ingest_errors(vectordb: VectorDBResource) -> dg.MaterializeResult:
     """Documents that failed, with stage and reason, and each source's freshness."""
     with vectordb.connect() as conn:
         failures = current_failures(conn)

@@ -1,0 +1,36 @@
+"""The automation-condition sensor: evaluates the stages' `AutomationCondition`s.
+
+The downstream stages (markdown → embeddings) are `eager()`: when a raw partition is
+materialized alone (from the UI, or a partial run), the rest of its chain follows. The
+`ingest_errors` report refreshes after any source's index changed. Defined explicitly (not
+Dagster's implicit default sensor) so that its interval and default status are ours: stopped
+in local development, started with the daemon when `RAG_AUTOMATION=true`.
+"""
+
+import dagster as dg
+
+from rag_pipeline.settings import load_settings
+
+AUTOMATION_SENSOR = "rag_automation_sensor"
+
+
+@dg.definitions
+def automation() -> dg.Definitions:
+    """The one automation-condition sensor of the code location."""
+    settings = load_settings()
+    return dg.Definitions(
+        sensors=[
+            dg.AutomationConditionSensorDefinition(
+                AUTOMATION_SENSOR,
+                target=dg.AssetSelection.all(),
+                minimum_interval_seconds=60,
+                description="Carries partial updates through each source's chain, and "
+                "refreshes ingest_errors after runs.",
+                default_status=(
+                    dg.DefaultSensorStatus.RUNNING
+                    if settings.automation
+                    else dg.DefaultSensorStatus.STOPPED
+                ),
+            )
+        ]
+    )
