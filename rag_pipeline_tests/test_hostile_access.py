@@ -196,3 +196,23 @@ def test_what_a_command_writes_under_rag_home_is_private(
         if not path.is_symlink() and _mode(path) & 0o077
     ]
     assert not loose, loose
+
+
+def test_a_running_server_is_used_without_writing_to_rag_home(embedded: Settings) -> None:
+    # What lets `rag search` work with a read-only RAG_HOME once the server runs.
+    first = resolve_conninfo(embedded)
+    lock = embedded.home / ".server.lock"
+    lock.unlink()
+    before = {
+        p: p.stat().st_mtime_ns
+        for p in embedded.home.iterdir()
+        if p.name not in ("pgdata", "postgres.log")
+    }
+    assert resolve_conninfo(embedded) == first
+    after = {
+        p: p.stat().st_mtime_ns
+        for p in embedded.home.iterdir()
+        if p.name not in ("pgdata", "postgres.log")
+    }
+    assert not lock.exists()
+    assert after == before

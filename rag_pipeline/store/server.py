@@ -88,7 +88,9 @@ def private_home(settings: Settings) -> Path:
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = home.stat()
     if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o700:
-        home.chmod(0o700)
+        # A read-only RAG_HOME can still serve searches from a running server.
+        with contextlib.suppress(OSError):
+            home.chmod(0o700)
     return home
 
 
@@ -102,8 +104,13 @@ def resolve_conninfo(settings: Settings) -> str:
     if external is not None:
         return external
     home = private_home(settings)
-    with _home_lock(home):
-        socket_dir = _ensure_running(home, embedded_data_dir(settings))
+    pgdata = embedded_data_dir(settings)
+    # A server we set up that runs already needs no lock and no write (RAG_HOME may be
+    # read-only for a search); anything else is (re)started under the lock.
+    socket_dir = _running_safely(home, pgdata)
+    if socket_dir is None:
+        with _home_lock(home):
+            socket_dir = _ensure_running(home, pgdata)
     admin = _uri(socket_dir, "postgres", home)
     _ensure_database(admin, EMBEDDED_DATABASE)
     return _uri(socket_dir, EMBEDDED_DATABASE, home)
@@ -205,6 +212,22 @@ def _ensure_running(home: Path, pgdata: Path) -> Path:
         with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
             _pg_ctl(user, pgdata, ["start", "-w", "-t", str(_START_SECONDS)], stdout=out)
     return socket_dir
+
+
+def _running_safely(home: Path, pgdata: Path) -> Path | None:
+    """The socket folder of a running server of ours with a private socket, or None."""
+    socket_dir = _postmaster(pgdata)
+    if socket_dir is None or not passfile(home).is_file() or not _is_secured(pgdata):
+        return None
+    if socket_dir == pgdata:
+        return socket_dir
+    try:
+        info = os.lstat(socket_dir)
+    except OSError:
+        return None
+    user = _server_user()
+    private = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
+    return socket_dir if private and info.st_uid == user.uid else None
 
 
 def _server_user() -> _ServerUser:
