@@ -46,6 +46,9 @@ _KEYWORD_SCAN = 2000
 _K1 = 0.9
 _B = 0.4
 _IDENT_BOOST = 1.0
+# Below this many chunks the vector leg compares every vector (a few ms): exact, and the same
+# on every copy of the data, where an HNSW graph depends on the order rows were inserted in.
+_EXACT_VECTORS_BELOW = 5000
 # How often (seconds) a Searcher looks whether the chunks changed since the BM25 statistics.
 _STATS_CHECK_INTERVAL = 2.0
 
@@ -142,6 +145,7 @@ class Searcher:
         self._stats_lock = threading.Lock()
         self._stats_checked = 0.0
         self._stats_refreshing = False
+        self._small_index = False
 
     def search(
         self,
@@ -188,13 +192,15 @@ class Searcher:
         params = self._params(
             prepared, vector, top_k, source_types, languages, breadcrumb, min_score, expand
         )
-        statement = search_statement(
-            chosen, fusion or self.settings.search_fusion, self.keyword_scorer
-        )
 
         def execute(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
-            if chosen != "vector":
-                self._fresh_stats(conn)
+            self._fresh_stats(conn)
+            statement = search_statement(
+                chosen,
+                fusion or self.settings.search_fusion,
+                self.keyword_scorer,
+                exact_vectors=self._small_index,
+            )
             while True:
                 rows = conn.execute(statement, params).fetchall()
                 widen = (
@@ -266,10 +272,11 @@ class Searcher:
                 return
             self._stats_checked = now
         state = stats_state(conn)
-        if state.fresh:
-            return
-        if state.rebuild_now:
+        if not state.fresh and state.rebuild_now:
             refresh_search_stats(conn)
+            state = stats_state(conn)
+        self._small_index = (state.built_chunks or 0) < _EXACT_VECTORS_BELOW
+        if state.fresh or state.rebuild_now:
             return
         with self._stats_lock:
             if self._stats_refreshing:

@@ -39,7 +39,7 @@ vec_raw AS MATERIALIZED (
     SELECT c.id, c.section_id, c.embedding <=> %(qv)s AS distance
     FROM rag.chunks c
     WHERE {filters}
-    ORDER BY c.embedding <=> %(qv)s
+    ORDER BY {vector_order}
     LIMIT %(vec_limit)s
 ),
 vec AS (
@@ -170,9 +170,20 @@ LIMIT %(top_k)s
 """
 
 
-def search_statement(mode: Mode, fusion: Fusion = "rrf", scorer: KeywordScorer = "bm25") -> sql.SQL:
-    """The statement for one mode; its parameters are listed in `engine.Searcher._params`."""
-    vector = _VECTOR.format(filters=_FILTERS)
+def search_statement(
+    mode: Mode,
+    fusion: Fusion = "minmax",
+    scorer: KeywordScorer = "bm25",
+    *,
+    exact_vectors: bool = False,
+) -> sql.SQL:
+    """The statement for one mode; its parameters are listed in `engine.Searcher._params`.
+
+    `exact_vectors` orders by an expression the HNSW index cannot serve, so the vector leg
+    compares every (filtered) vector: exact, and cheap for a small index.
+    """
+    order = "(c.embedding <=> %(qv)s) + 0" if exact_vectors else "c.embedding <=> %(qv)s"
+    vector = _VECTOR.format(filters=_FILTERS, vector_order=order)
     keyword = _KEYWORD.format(
         filters=_FILTERS,
         term_idf=_IDF.format(n="st.n", df="coalesce(s.df, 0)"),
