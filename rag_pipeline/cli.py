@@ -180,18 +180,6 @@ def stop() -> None:
     )
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
-@click.argument("dagster_args", nargs=-1, type=click.UNPROCESSED)
-def dev(dagster_args: tuple[str, ...]) -> None:
-    """Start the Dagster UI on this code location (runs of `rag ingest` show up there)."""
-    from rag_pipeline.instance import dagster_home
-
-    settings = _settings()
-    os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
-    command = ["dagster", "dev", "-m", "rag_pipeline.definitions", *dagster_args]
-    os.execvp(command[0], command)
-
-
 def psycopg_connect(conninfo: str) -> Any:
     """A plain connection (no pgvector types needed)."""
     import psycopg
@@ -212,6 +200,7 @@ def _location(settings: Settings) -> str:
 __import__("rag_pipeline.cli_ingest").cli_ingest.register(main)  # ingest, status, clear, folders
 __import__("rag_pipeline.cli_ask").cli_ask.register(main)  # `rag ask`, `rag mcp`
 __import__("rag_pipeline.cli_search").cli_search.register(main)  # `rag search`, `rag eval`
+__import__("rag_pipeline.cli_ops").cli_ops.register(main)  # `rag validate`, `rag dev`
 
 if __name__ == "__main__":
     main()

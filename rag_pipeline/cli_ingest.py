@@ -261,13 +261,20 @@ def _short(partition_key: str) -> str:
 
 @click.command()
 def status() -> None:
-    """Documents and chunks per source and language, the model, last runs and failures."""
+    """The index per source and language, each source's freshness, last runs and failures."""
+    from datetime import UTC, datetime
+
     from rag_pipeline.cli import _errors_as_messages, _location
     from rag_pipeline.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.migrations import schema_version, stored_model
-    from rag_pipeline.store.reports import index_counts, last_runs
-    from rag_pipeline.store.runs import run_errors
+    from rag_pipeline.store.reports import (
+        current_failures,
+        index_counts,
+        index_size,
+        last_runs,
+        source_freshness,
+    )
 
     settings = _settings()
     with _errors_as_messages(), connect(ready_conninfo(settings)) as conn:
@@ -275,23 +282,52 @@ def status() -> None:
         model = stored_model(conn)
         counts = index_counts(conn)
         runs = last_runs(conn)
-        failures = {
-            run.run_id: run_errors(conn, run.run_id) for run in runs if run.failed_documents
-        }
+        freshness = source_freshness(conn)
+        failures = current_failures(conn)
+        size = index_size(conn)
+    now = datetime.now(UTC)
     click.echo(f"database: {_location(settings)} (schema version {version})")
     click.echo(f"model:    {model[0]} ({model[1]} dimensions)" if model else "model:    none yet")
+    click.echo(
+        f"index:    {size.documents} documents, {size.chunks} chunks, "
+        f"{_megabytes(size.index_bytes)} (database {_megabytes(size.database_bytes)})"
+    )
     if not counts:
-        click.echo("index:    empty — run `rag ingest`")
+        click.echo("          empty — run `rag ingest`")
     for source_type, language, documents, chunks in counts:
         click.echo(f"  {source_type:<12} {language:<6} {documents:>7} documents {chunks:>8} chunks")
+    for item in freshness:
+        synced = (
+            f"last sync {item.last_sync:%Y-%m-%d %H:%M:%S} ({_age(now - item.last_sync)} ago)"
+            if item.last_sync
+            else "never synced"
+        )
+        click.echo(
+            f"source:   {item.source_type:<12} {synced}, {item.partitions} partitions, "
+            f"{item.failed_documents} failed, {item.documents_behind} behind"
+        )
     for run in runs:
         click.echo(
             f"last run: {run.source_type}/{_short(run.partition_key)} at "
             f"{run.finished_at:%Y-%m-%d %H:%M:%S}, {run.failed_documents} failed documents"
         )
-        for partition, source_id, stage, reason in failures.get(run.run_id, []):
-            if partition == run.partition_key:
-                click.echo(f"  failed: {source_id} ({stage}): {reason[:200]}")
+    if failures:
+        click.echo(f"failed documents ({len(failures)}):")
+    for failure in failures:
+        click.echo(
+            f"  {failure.source_type}/{_short(failure.partition_key)}: {failure.source_id} "
+            f"({failure.stage}): {failure.reason[:200]}"
+        )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_048_576:.1f} MB"
+
+
+def _age(delta: Any) -> str:
+    from rag_pipeline.defs.errors import age
+
+    return age(delta)
 
 
 @click.command()

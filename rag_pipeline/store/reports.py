@@ -163,3 +163,21 @@ def index_size(conn: psycopg.Connection) -> IndexSize:
     ).fetchone()
     assert row is not None
     return IndexSize(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+def server_version(conn: psycopg.Connection) -> str:
+    """The server's `server_version` (e.g. `18.1`)."""
+    row = conn.execute("SHOW server_version").fetchone()
+    return str(row[0]) if row else "unknown"
+
+
+def extension_versions(conn: psycopg.Connection) -> dict[str, str]:
+    """Installed extensions of the current database and their versions."""
+    rows = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY extname").fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def table_exists(conn: psycopg.Connection, name: str) -> bool:
+    """True if a table of that name (any schema on the search path, case-insensitive) exists."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.lower(),)).fetchone()
+    return bool(row and row[0])
