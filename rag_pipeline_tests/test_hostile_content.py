@@ -167,3 +167,33 @@ def test_a_header_only_table_under_a_heading_is_not_split_into_junk(
     texts = [c.text for c in chunks]
     assert all("| | |" not in text for text in texts), texts
     assert any(text.endswith(table) for text in texts), texts
+
+
+# -- the full-size inputs (opt-in: `pytest -m long`; timings: benchmarks/hostile.py) --
+
+FULL_SIZE = {
+    "1 MB of #": "#" * 1_000_000,
+    "500,000 empty headings": "#\n" * 500_000,
+    "820 KB table": "| a | b | c |\n|---|---|---|\n" + "| x y z w | q r s | t u v |\n" * 30_000,
+    "200,000 [": "[" * 200_000,
+    "4.9 MB word": "x" * 4_900_000,
+}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", list(FULL_SIZE))
+def test_full_size_hostile_documents_are_bounded(name: str, count_tokens: Counter) -> None:
+    settings = ChunkingSettings()
+    reason = ""
+    chunks = []
+    try:
+        markdown = to_markdown(FULL_SIZE[name], SourceFormat.MARKDOWN).markdown
+        _, chunks = chunk_markdown(
+            markdown, title="T", breadcrumb="", count_tokens=count_tokens, settings=settings
+        )
+    except ValueError as error:
+        reason = str(error)
+    # Failing is fine, with a reason a person can act on; succeeding stays within the caps.
+    assert reason or chunks
+    assert len(chunks) <= settings.max_chunks
+    assert all(len(c.embedded_text) <= settings.max_chunk_chars for c in chunks)
