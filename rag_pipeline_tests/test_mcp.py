@@ -16,35 +16,42 @@ import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
+from psycopg.types.json import Jsonb
 
 from rag_pipeline_tests.ask_support import demo_index
 
 TOOLS = {"search_knowledge", "get_knowledge_stats", "find_ad_entity", "lookup_development_docs"}
 
-# Application Dictionary rows as the ad_metadata source stores them: the DB identifiers are in
-# the body. They are added next to the demo corpus (that source is not ingested here), copying
-# a demo row so every other column keeps its stored shape.
-_AD_DOCUMENTS = [
+# Application Dictionary documents in the shape the ad_metadata source stores them (DB
+# identifiers in the body, the defining one in the metadata). They are added next to the demo
+# corpus (ingesting that source's ~900 entries takes minutes), copying a demo row so every
+# other column keeps its stored shape.
+_AD_DOCUMENTS: list[tuple[str, str, str, str, dict[str, Any]]] = [
     (
         "AD_Window:143",
         "Sales Order",
-        "Window › Sales Order",
-        "# Sales Order\n\nEnter and process sales orders. Tabs: Order (`C_Order`), Order Line"
-        " (`C_OrderLine`).\n\nBusiness Partner field: `C_BPartner_ID`.",
+        "Sales Order",
+        "Window **Sales Order** (AD_Window_ID 143).\n\nEnter and process sales orders.\n\n"
+        "## Tabs\n\n- Order (`C_Order`)\n- Order Line (`C_OrderLine`)\n\n"
+        "Business Partner field: `C_BPartner_ID`.",
+        {"entity_type": "window", "record_id": 143, "window_type": "T", "tabs": 2},
     ),
     (
         "AD_Table:291",
         "Business Partner",
-        "Table › C_BPartner",
-        "# Business Partner\n\nTableName: `C_BPartner`\n\nColumns: `C_BPartner_ID`, `Value`,"
-        " `Name`, `IsCustomer`, `IsVendor`.",
+        "C_BPartner",
+        "Table `C_BPartner` — **Business Partner** (AD_Table_ID 291).\n\n"
+        "## Columns of `C_BPartner`\n\n| Name | Column |\n| -- | -- |\n"
+        "| Business Partner | `C_BPartner_ID` (key) |\n| Customer | `IsCustomer` |",
+        {"entity_type": "table", "record_id": 291, "table_name": "C_BPartner", "columns": 2},
     ),
     (
         "AD_Process:238",
         "Generate Invoices",
-        "Process › Generate Invoices",
-        "# Generate Invoices\n\nGenerate invoices from shipments or orders. Procedure:"
-        " `C_Invoice_Generate`.",
+        "Generate Invoices",
+        "Process **Generate Invoices** (AD_Process_ID 238).\n\n"
+        "Generate invoices from shipments or orders.",
+        {"entity_type": "process", "record_id": 238, "value": "C_Invoice_Generate"},
     ),
 ]
 
@@ -52,12 +59,12 @@ _AD_DOCUMENTS = [
 def _add_ad_documents(conninfo: str) -> None:
     with psycopg.connect(conninfo) as conn, conn.transaction():
         conn.execute("CREATE TEMP TABLE ad_row AS SELECT * FROM rag.documents ORDER BY id LIMIT 1")
-        for source_id, title, breadcrumb, body in _AD_DOCUMENTS:
+        for source_id, title, breadcrumb, body, metadata in _AD_DOCUMENTS:
             conn.execute(
                 "UPDATE ad_row SET id = %(id)s, source_type = 'ad_metadata',"
                 " source_id = %(source_id)s, doc_key = %(doc_key)s, title = %(title)s,"
                 " breadcrumb = %(breadcrumb)s, url = '', body = %(body)s, language = 'en_US',"
-                " metadata = '{}'",
+                " metadata = %(metadata)s",
                 {
                     "id": f"test-{source_id}",
                     "source_id": source_id,
@@ -65,6 +72,7 @@ def _add_ad_documents(conninfo: str) -> None:
                     "title": title,
                     "breadcrumb": breadcrumb,
                     "body": body,
+                    "metadata": Jsonb(metadata),
                 },
             )
             conn.execute("INSERT INTO rag.documents SELECT * FROM ad_row")
@@ -120,6 +128,7 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
                 {"name": "c_bpartner", "entity_type": "table"},
             ),
             "ad_id": ("find_ad_entity", {"name": "AD_Process:238"}),
+            "ad_process_key": ("find_ad_entity", {"name": "C_Invoice_Generate"}),
             "ad_wrong_type": (
                 "find_ad_entity",
                 {"name": "C_BPartner_ID", "entity_type": "process"},
@@ -195,11 +204,16 @@ def test_find_ad_entity_matches_names_identifiers_and_ids(calls: dict[str, Any])
     assert [(m["source_id"], m["match"]) for m in by_name] == [("AD_Window:143", "name")]
     assert by_name[0]["entity_type"] == "window"
     assert "C_Order" in by_name[0]["text"]
+    # The table whose key column it is comes first, then entries that mention it.
     by_identifier = _structured(calls["ad_identifier"])["matches"]
-    assert {m["source_id"] for m in by_identifier} == {"AD_Window:143", "AD_Table:291"}
-    assert {m["match"] for m in by_identifier} == {"identifier"}
+    assert [(m["source_id"], m["match"]) for m in by_identifier] == [
+        ("AD_Table:291", "identifier"),
+        ("AD_Window:143", "mention"),
+    ]
     (table,) = _structured(calls["ad_identifier_table"])["matches"]
-    assert table["source_id"] == "AD_Table:291"
+    assert (table["source_id"], table["match"]) == ("AD_Table:291", "identifier")
+    (by_key,) = _structured(calls["ad_process_key"])["matches"]
+    assert (by_key["source_id"], by_key["match"]) == ("AD_Process:238", "identifier")
     (process,) = _structured(calls["ad_id"])["matches"]
     assert (process["source_id"], process["match"], process["entity_type"]) == (
         "AD_Process:238",

@@ -118,8 +118,9 @@ class ADMatch(BaseModel):
     title: str
     breadcrumb: str
     url: str
-    match: Literal["source_id", "name", "identifier", "search"] = Field(
-        description="How it was found: exact id, exact name, exact DB identifier, or search"
+    match: Literal["source_id", "name", "identifier", "mention", "search"] = Field(
+        description="How it was found: its id, its name, the DB identifier it defines (table "
+        "or column name), a mention of the identifier in its text, or search by meaning"
     )
     score: float | None = Field(default=None, description="Search relevance (search only)")
     text: str = Field(description="The entry's description: help text, columns, fields…")
@@ -225,7 +226,7 @@ class KnowledgeTools:
                 title=e.title,
                 breadcrumb=e.breadcrumb,
                 url=e.url,
-                match="source_id" if e.match == "source_id" else _exact(e.match),
+                match=_exact(e.match),
                 text=_cut(e.body, _MAX_AD_BODY_CHARS)[0],
             )
             for e in exact
@@ -285,8 +286,10 @@ class KnowledgeTools:
         return KnowledgeResult(query=topic, hits=hits, note=note)
 
 
-def _exact(match: str) -> Literal["name", "identifier"]:
-    return "name" if match == "name" else "identifier"
+def _exact(match: str) -> Literal["source_id", "name", "identifier", "mention"]:
+    if match in ("source_id", "name", "identifier"):
+        return match  # pyright: ignore[reportReturnType]  # narrowed by the test above
+    return "mention"
 
 
 def _required(value: str, name: str) -> str:

@@ -63,7 +63,7 @@ class ADEntity:
     title: str
     breadcrumb: str
     url: str
-    match: str  # source_id, name or identifier
+    match: str  # source_id, name, identifier (the one it defines) or mention
     body: str
 
 
@@ -102,28 +102,48 @@ def find_ad_entities(
 ) -> list[ADEntity]:
     """Dictionary documents whose source id, name or DB identifier is exactly `name`.
 
-    Order: source id (`AD_Window:143`), then name (case-insensitive), then a whole-word
-    identifier in the body (`C_BPartner_ID`, a table's `TableName`).
+    Order: the source id (`AD_Window:143`); the name as shown (`Sales Order`) or the identifier
+    the entry defines (a table's TableName or key column `<TableName>_ID`, a field's ColumnName,
+    a process's search key); the tabs and fields of a table of that name; then entries whose
+    text mentions the identifier as a whole word. Case is ignored throughout.
     """
     name = name.strip()
     prefix = AD_ENTITY_PREFIXES.get(entity_type or "", entity_type or "")
     identifier = name if _IDENTIFIER.fullmatch(name) else None
     rows = conn.execute(
-        """
-        SELECT source_id, language, title, breadcrumb, url, body,
-               CASE WHEN lower(source_id) = lower(%(name)s) THEN 0
-                    WHEN lower(title) = lower(%(name)s) THEN 1
-                    ELSE 2 END AS rank
-        FROM rag.documents
-        WHERE source_type = %(source_type)s
-          AND (%(prefix)s = '' OR source_id LIKE %(prefix_like)s)
-          AND (%(languages)s::text[] IS NULL OR language = ANY(%(languages)s)
-               OR split_part(language, '_', 1) = ANY(%(languages)s))
-          AND (lower(source_id) = lower(%(name)s)
-               OR lower(title) = lower(%(name)s)
-               OR (%(identifier)s::text IS NOT NULL
-                   AND body ~* ('\\m' || %(identifier)s::text || '\\M')))
-        ORDER BY rank, source_id, language
+        r"""
+        WITH candidates AS (
+            SELECT source_id, language, title, breadcrumb, url, body,
+                   CASE WHEN lower(source_id) = lower(%(name)s) THEN 0
+                        WHEN lower(title) = lower(%(name)s) THEN 1
+                        WHEN lower(%(name)s) IN (lower(metadata ->> 'column_name'),
+                                                 lower(metadata ->> 'value'))
+                             OR (source_id LIKE 'AD\_Table:%%'
+                                 AND lower(%(name)s) IN (lower(metadata ->> 'table_name'),
+                                                         lower(metadata ->> 'table_name')
+                                                         || '_id'))
+                             THEN 2
+                        WHEN lower(metadata ->> 'table_name') = lower(%(name)s) THEN 3
+                        ELSE 4 END AS rank
+            FROM rag.documents
+            WHERE source_type = %(source_type)s
+              AND (%(prefix)s = '' OR source_id LIKE %(prefix_like)s)
+              AND (%(languages)s::text[] IS NULL OR language = ANY(%(languages)s)
+                   OR split_part(language, '_', 1) = ANY(%(languages)s))
+              AND (lower(source_id) = lower(%(name)s)
+                   OR lower(title) = lower(%(name)s)
+                   OR lower(%(name)s) IN (lower(metadata ->> 'column_name'),
+                                          lower(metadata ->> 'value'),
+                                          lower(metadata ->> 'table_name'))
+                   OR (%(identifier)s::text IS NOT NULL
+                       AND body ~* ('\m' || %(identifier)s::text || '\M')))
+        )
+        SELECT * FROM candidates
+        -- Among equals, the broader entry first: a table before its windows, tabs and fields.
+        ORDER BY rank,
+                 array_position(ARRAY['AD_Table', 'AD_Window', 'AD_Process', 'AD_Tab',
+                                      'AD_Field'], split_part(source_id, ':', 1)),
+                 title, source_id, language
         LIMIT %(limit)s
         """,
         {
@@ -136,7 +156,7 @@ def find_ad_entities(
             "limit": limit,
         },
     ).fetchall()
-    matches = ("source_id", "name", "identifier")
+    matches = ("source_id", "name", "identifier", "mention", "mention")
     return [
         ADEntity(
             entity_type=entity_of(r[0]),
