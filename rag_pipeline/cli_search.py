@@ -22,6 +22,8 @@ _MODES = ("hybrid", "vector", "keyword")
 @contextmanager
 def _one_line_errors() -> Iterator[None]:
     """Bad input and known failures print one line (exit 1), never a traceback."""
+    import psycopg
+
     from rag_pipeline.core.embedding import EmbeddingModelError
     from rag_pipeline.settings import ConfigError
     from rag_pipeline.store.migrations import ModelMismatchError
@@ -30,6 +32,9 @@ def _one_line_errors() -> Iterator[None]:
         yield
     except (ValueError, ConfigError, EmbeddingModelError, ModelMismatchError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except psycopg.OperationalError as exc:  # unreachable server, or no free pooled connection
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise click.ClickException(f"the vector database cannot be reached: {first}") from exc
     except OSError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
 

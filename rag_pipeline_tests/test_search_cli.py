@@ -175,3 +175,21 @@ def test_rag_help_lists_search_and_eval() -> None:
     assert result.exit_code == 0, result.output
     assert "search" in result.output
     assert "eval" in result.output
+
+
+def test_an_unreachable_database_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, rag_home: Path, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RAG_HOME", str(rag_home))
+    # A socket folder with no server in it: the connection is refused at once.
+    monkeypatch.setenv("RAG_VECTORDB_URL", f"postgresql://postgres@/rag?host={tmp_path}")
+
+    @click.group()
+    def group() -> None:
+        """rag (search commands only)."""
+
+    register(group)
+    result = CliRunner().invoke(group, ["search", "locator"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: the vector database cannot be reached")
+    assert "Traceback" not in result.output
