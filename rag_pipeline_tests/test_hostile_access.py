@@ -216,3 +216,14 @@ def test_a_running_server_is_used_without_writing_to_rag_home(embedded: Settings
     }
     assert not lock.exists()
     assert after == before
+
+
+def test_a_deleted_password_file_is_replaced_and_still_works(embedded: Settings) -> None:
+    resolve_conninfo(embedded)
+    old = passfile(embedded.home).read_text(encoding="utf-8")
+    passfile(embedded.home).unlink()
+    conninfo = resolve_conninfo(embedded)
+    assert passfile(embedded.home).read_text(encoding="utf-8") != old
+    assert _mode(passfile(embedded.home)) == 0o600
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)

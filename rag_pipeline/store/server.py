@@ -194,12 +194,13 @@ def _home_lock(home: Path) -> Iterator[None]:
 def _ensure_running(home: Path, pgdata: Path) -> Path:
     user = _server_user()
     socket_dir = _socket_dir(pgdata, user)
-    password = _password(home)
+    password, new_password = _password(home)
     if not (pgdata / "PG_VERSION").exists():
         _initdb(pgdata, user, password)
-    elif not _is_secured(pgdata):
-        # A data folder made by pgserver's launcher (trust for everyone): stop its server,
-        # give the superuser our password and require it from now on.
+    elif new_password or not _is_secured(pgdata):
+        # A data folder made by pgserver's launcher (trust for everyone), or one whose
+        # password file was deleted: stop its server, give the superuser the password of
+        # RAG_HOME/pgpass and require it from now on.
         _pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
         _set_password(pgdata, user, password)
     _write_config(pgdata, user, socket_dir)
@@ -277,16 +278,17 @@ def _socket_dir(pgdata: Path, user: _ServerUser) -> Path:
     return folder
 
 
-def _password(home: Path) -> str:
+def _password(home: Path) -> tuple[str, bool]:
+    """The superuser's password from RAG_HOME/pgpass, and whether it was made just now."""
     path = passfile(home)
     if path.exists():
         line = path.read_text(encoding="utf-8").strip().splitlines()[0]
-        return line.rsplit(":", 1)[1]
+        return line.rsplit(":", 1)[1], False
     password = secrets.token_urlsafe(32)  # [A-Za-z0-9_-]: nothing to escape anywhere
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(f"*:*:*:{_SUPERUSER}:{password}\n")
-    return password
+    return password, True
 
 
 def _initdb(pgdata: Path, user: _ServerUser, password: str) -> None:
