@@ -238,8 +238,8 @@ class Settings(BaseSettings):
     search_mode: Literal["hybrid", "vector", "keyword"] = Field(
         default="hybrid", description="Default search mode."
     )
-    search_fusion: Literal["rrf", "minmax"] = Field(
-        default="minmax", description="How hybrid search fuses its legs: min-max or weighted RRF."
+    search_fusion: Literal["tmm", "minmax", "rrf"] = Field(
+        default="tmm", description="Hybrid fusion: scores over each leg's best, min-max, or RRF."
     )
     search_vector_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
     search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.5

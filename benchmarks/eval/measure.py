@@ -33,6 +33,8 @@ CONFIGS: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("hybrid rrf bm25", {"mode": "hybrid", "fusion": "rrf"}, {}),
     ("hybrid minmax ts_rank", {"mode": "hybrid", "fusion": "minmax"}, {"scorer": "ts_rank"}),
     ("hybrid minmax bm25", {"mode": "hybrid", "fusion": "minmax"}, {}),
+    ("hybrid tmm ts_rank", {"mode": "hybrid", "fusion": "tmm"}, {"scorer": "ts_rank"}),
+    ("hybrid tmm bm25", {"mode": "hybrid", "fusion": "tmm"}, {}),
 ]
 
 

@@ -175,7 +175,7 @@ class Searcher:
             explain: fill each hit's `explain` with every leg's rank and score.
             expand: "parent" returns each hit's whole section, "chunk" only the chunk.
             language: the query's language (default: one `languages` entry, else detected).
-            fusion: "rrf" or "minmax" for hybrid (default: RAG_SEARCH_FUSION).
+            fusion: "tmm", "minmax" or "rrf" for hybrid (default: RAG_SEARCH_FUSION).
 
         Raises:
             ValueError: an unusable query (empty, too long) or argument.

@@ -13,8 +13,9 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   lexemes first, up to `kw_limit` matching chunks (and at most `kw_scan` in all), so a query
   full of common words cannot make the leg score half the corpus; common words still count
   in the score of the chunks found.
-- hybrid: both legs fused — weighted reciprocal rank fusion, or min-max score normalisation
-  — over the best `leg_sections` sections of each leg. The score is scaled to (0, 1].
+- hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
+  scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
+  or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
 """
 
 from typing import Literal, LiteralString, cast
@@ -22,7 +23,7 @@ from typing import Literal, LiteralString, cast
 from psycopg import sql
 
 Mode = Literal["hybrid", "vector", "keyword"]
-Fusion = Literal["rrf", "minmax"]
+Fusion = Literal["tmm", "minmax", "rrf"]
 KeywordScorer = Literal["bm25", "ts_rank"]
 
 _FILTERS = """
@@ -115,6 +116,12 @@ _BM25 = f"""coalesce((
 _TS_RANK = "coalesce(ts_rank(r.tsv, (SELECT q FROM all_terms)), 0)"
 
 _FUSION = {
+    # Theoretical min-max: each leg's score over its best, from a floor of 0 (cosine of these
+    # embeddings and BM25 are not below it), so a leg's weakest candidate is not pushed to 0
+    # the way min-max does; the convex combination Bruch et al. (2023) found most robust.
+    "tmm": """(%(wv)s * coalesce(greatest(v.score, 0) / nullif(vs.hi, 0), 0)
+        + %(wk)s * coalesce(k.score / nullif(ks.hi, 0), 0))
+        / (%(wv)s + %(wk)s)""",
     "rrf": """(coalesce(%(wv)s / (%(rrf_k)s + v.rank), 0)
          + coalesce(%(wk)s / (%(rrf_k)s + k.rank), 0))
         / ((%(wv)s + %(wk)s) / (%(rrf_k)s + 1.0))""",
@@ -172,7 +179,7 @@ LIMIT %(top_k)s
 
 def search_statement(
     mode: Mode,
-    fusion: Fusion = "minmax",
+    fusion: Fusion = "tmm",
     scorer: KeywordScorer = "bm25",
     *,
     exact_vectors: bool = False,
