@@ -235,22 +235,36 @@ def _server_user() -> _ServerUser:
     if os.geteuid() != 0:
         entry = pwd.getpwuid(os.geteuid())
         return _ServerUser(entry.pw_uid, entry.pw_gid, entry.pw_name, as_root=False)
+    if not Path("/proc/self/cwd").is_dir():
+        raise EmbeddedServerError(
+            "running as root, the embedded PostgreSQL needs Linux's /proc to reach its data "
+            "folder without opening RAG_HOME to other users; run rag as a normal user or set "
+            "RAG_VECTORDB_URL"
+        )
     try:
         entry = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
     except KeyError:
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--user-group",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                SERVER_USER_WHEN_ROOT,
-            ],
-            check=True,
-            capture_output=True,
-        )
+        try:
+            subprocess.run(
+                [
+                    "useradd",
+                    "--system",
+                    "--user-group",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    SERVER_USER_WHEN_ROOT,
+                ],
+                check=True,
+                capture_output=True,
+            )
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise EmbeddedServerError(
+                "running as root, the embedded PostgreSQL runs as the system user "
+                f"{SERVER_USER_WHEN_ROOT!r}, which could not be created ({exc}); create it "
+                f"(useradd --system {SERVER_USER_WHEN_ROOT}), run rag as a normal user, or set "
+                "RAG_VECTORDB_URL"
+            ) from None
         entry = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
     return _ServerUser(entry.pw_uid, entry.pw_gid, entry.pw_name, as_root=True)
 
