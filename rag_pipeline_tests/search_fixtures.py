@@ -22,7 +22,7 @@ def indexed_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
     url = pg_admin_uri.replace("/postgres?", f"/{name}?")
     index_documents(url, CORPUS, embedder)
     yield url
-    close_pools()
+    close_pools(url)
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))

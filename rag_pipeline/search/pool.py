@@ -79,10 +79,10 @@ def run(pool: "ConnectionPool[psycopg.Connection]", work: Callable[[psycopg.Conn
             return work(conn)
 
 
-def close_pools() -> None:
-    """Close every pool of this process (tests, and before a fork)."""
+def close_pools(conninfo: str | None = None) -> None:
+    """Close this process's pools (of one database, or all), e.g. before dropping it."""
     with _lock:
-        pools = list(_pools.values())
-        _pools.clear()
+        keys = [key for key in _pools if conninfo is None or key[0] == conninfo]
+        pools = [_pools.pop(key) for key in keys]
     for pool in pools:
         pool.close()
