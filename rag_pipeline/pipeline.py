@@ -377,6 +377,8 @@ def chunking_settings(embedder: EmbedderResource) -> ChunkingSettings:
         target_tokens=min(settings.chunk_target_tokens, max_tokens),
         max_tokens=max_tokens,
         overlap_sentences=settings.chunk_overlap_sentences,
+        max_chunks=settings.max_chunks_per_document,
+        max_chunk_chars=settings.max_chunk_chars,
     )
 
 
@@ -429,7 +431,9 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
             stage="markdown",
             fingerprint=document_stages.markdown_fingerprint(options),
             force=config.force,
-            transform=document_stages.MarkdownStage(options),
+            transform=document_stages.MarkdownStage(
+                options, vectordb.settings().max_convert_seconds
+            ),
             reject=_editorjs_leak,
             preview=lambda record: record.body,
             # Conversion is pure per-document CPU work: spread it over the cores.
@@ -548,7 +552,9 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
             stage="chunks",
             fingerprint=document_stages.chunk_fingerprint(settings, model.model_id),
             force=config.force,
-            transform=document_stages.ChunkStage(model.count_tokens, settings),
+            transform=document_stages.ChunkStage(
+                model.count_tokens, settings, embedder.settings.max_convert_seconds
+            ),
             reject=over_budget,
             preview=_chunks_preview,
         )

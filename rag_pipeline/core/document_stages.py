@@ -53,6 +53,7 @@ class MarkdownStage:
     """raw → Markdown for one source (picklable, so it can run in worker processes)."""
 
     options: ChainOptions
+    time_budget_seconds: float | None = None
 
     def __call__(self, raw: RawRecord) -> MarkdownRecord:
         """Convert a raw document to canonical Markdown, with title and language resolved."""
@@ -61,7 +62,12 @@ class MarkdownStage:
         front: dict[str, Any] = {}
         if self.options.front_matter and info.original_format is SourceFormat.MARKDOWN:
             front, body = split_front_matter(body)
-        converted = to_markdown(body, info.original_format, base_url=info.url or None)
+        converted = to_markdown(
+            body,
+            info.original_format,
+            base_url=info.url or None,
+            time_budget_seconds=self.time_budget_seconds,
+        )
         title = (
             _string(front.get("title"))
             or info.title
@@ -101,6 +107,7 @@ class ChunkStage:
 
     count_tokens: TokenCounter
     settings: ChunkingSettings
+    time_budget_seconds: float | None = None
 
     def __call__(self, record: SanitizedRecord) -> ChunkedRecord:
         """Split a sanitized document into parents (sections) and token-bounded chunks."""
@@ -110,6 +117,7 @@ class ChunkStage:
             breadcrumb=record.info.breadcrumb,
             count_tokens=self.count_tokens,
             settings=self.settings,
+            time_budget_seconds=self.time_budget_seconds,
         )
         return ChunkedRecord(
             record.key,
