@@ -279,3 +279,26 @@ def test_the_light_query_encoder_gives_the_models_vectors(
     assert encoder.model_id == embedder.model_id
     for query in ["how do I create a locator", "C_BPartner_ID", "órdenes de venta", "x " * 700]:
         assert float(encoder.embed_query(query) @ embedder.embed_query(query)) > 0.9999
+
+
+@pytest.mark.parametrize("fusion", ["tmm", "minmax", "rrf"])
+def test_every_fusion_ranks_the_answer_first(searcher: Searcher, fusion: str) -> None:
+    hits = searcher.search("which table holds the locator of a warehouse", fusion=fusion)  # type: ignore[arg-type]
+    assert hits[0].source_id == WAREHOUSE.source_id
+    # Min-max gives a leg's weakest candidate 0: scores lie in [0, 1], the best above 0.
+    assert all(0 <= h.score <= 1 + 1e-9 for h in hits)
+    assert hits[0].score > 0
+
+
+def test_the_module_search_function_uses_the_environment(
+    monkeypatch: pytest.MonkeyPatch, rag_home: Path, indexed_db: str
+) -> None:
+    from rag_pipeline.search import engine, search
+
+    monkeypatch.setenv("RAG_HOME", str(rag_home))
+    monkeypatch.setenv("RAG_VECTORDB_URL", indexed_db)
+    monkeypatch.setattr(engine, "_default", None)
+    hits = search("C_BPartner_ID", top_k=2, mode="keyword", explain=True)
+    assert hits[0].source_id == PARTNERS.source_id
+    assert hits[0].explain is not None
+    assert search("C_BPartner_ID", top_k=1, source_types=["wiki"]) == []
