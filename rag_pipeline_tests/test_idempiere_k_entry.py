@@ -21,7 +21,7 @@ from rag_pipeline.sources.idempiere.k_entry import (
     KEntrySource,
     detect_schema,
     sniff_format,
-    with_footer,
+    with_keywords,
 )
 
 CLIENTS = [1000014, 11]
@@ -215,15 +215,39 @@ def test_sniff_format(text: str, expected: SourceFormat) -> None:
     assert sniff_format(text) is expected
 
 
-def test_footer_is_added_in_the_body_format() -> None:
-    blocks = json.dumps({"blocks": [{"type": "paragraph", "data": {"text": "Body"}}]})
-    for body, fmt in (
-        (blocks, SourceFormat.EDITORJS),
-        ("<p>Body</p>", SourceFormat.HTML),
-        ("Body", SourceFormat.MARKDOWN),
-    ):
-        out = to_markdown(with_footer(body, fmt, "a & b", "https://x.test/p?q=1"), fmt).markdown
-        assert "Body" in out
-        assert "Keywords: a & b" in out
-        assert "https://x.test/p?q=1" in out
-    assert with_footer(blocks, SourceFormat.EDITORJS, "", "") == blocks
+@pytest.mark.parametrize(
+    ("body", "fmt"),
+    [
+        (
+            json.dumps(
+                {
+                    "blocks": [
+                        {"type": "header", "data": {"text": "Title", "level": 2}},
+                        {"type": "paragraph", "data": {"text": "Body"}},
+                    ]
+                }
+            ),
+            SourceFormat.EDITORJS,
+        ),
+        ("<h2>Title</h2><p>Body</p>", SourceFormat.HTML),
+        ("## Title\n\nBody\n", SourceFormat.MARKDOWN),
+        ("Title\n=====\n\nBody\n", SourceFormat.MARKDOWN),
+    ],
+)
+def test_keywords_go_into_the_first_section_in_the_body_format(
+    body: str, fmt: SourceFormat
+) -> None:
+    out = to_markdown(with_keywords(body, fmt, "a & b", "https://x.test/p?q=1"), fmt).markdown
+    lines = [line for line in out.splitlines() if line.strip()]
+    # The heading still leads; keywords and link follow it, before the body text.
+    assert lines[0].lstrip("# ") == "Title"
+    assert lines[1].startswith("Keywords: a & b.")
+    assert "https://x.test/p?q=1" in lines[1]
+    assert lines[2] == "Body"
+
+
+def test_keywords_lead_a_body_without_heading() -> None:
+    out = to_markdown(with_keywords("<p>Body</p>", SourceFormat.HTML, "kw", ""), SourceFormat.HTML)
+    assert out.markdown.splitlines()[0] == "Keywords: kw."
+    blocks = json.dumps({"blocks": []})
+    assert with_keywords(blocks, SourceFormat.EDITORJS, "", "") == blocks

@@ -5,8 +5,8 @@
 -- core tabs that ARE in core_es_CO/ad_tab.csv to their windows and tables, with the AD_Table_IDs,
 -- AD_Window_IDs and TableNames of iDempiere's seed database (written from knowledge of the
 -- seed, not extracted).  Tab text (Name/Description/Help, es_CO) comes from the CSVs at load time.
--- Columns and fields of C_BPartner use IDs 9000001+ (not the seed's) and English text
--- written for this demo in the words of the iDempiere dictionary.
+-- Tabs 224 (Vendor) and 225 (Employee), and the columns and fields of C_BPartner (IDs 9000001+,
+-- not the seed's), have English text written for this demo in the words of the dictionary.
 -- Licence: GPL-2.0-or-later, like the iDempiere dictionary it describes.
 -- =====================================================================================
 
@@ -44,6 +44,20 @@ INSERT INTO demo_core_tab VALUES
   (291, 183, 333, 20, 1),
   (330, 195, 335, 10, 0);
 
+-- Two tabs of the Business Partner window that the tab sample of core_es_CO lacks; their
+-- text is written after the Customer tab's (which the CSV has). No es_CO text: the source
+-- falls back to English for them, as iDempiere does for untranslated rows.
+INSERT INTO AD_Tab (AD_Client_ID, AD_Org_ID, AD_Tab_ID, AD_Window_ID, AD_Table_ID, SeqNo, TabLevel, EntityType,
+                    Name, Description, Help, CreatedBy, UpdatedBy, Created, Updated)
+SELECT 0, 0, t.id, 123, 291, t.seq, 1, 'D', t.name, t.description, t.help, 100, 100,
+       TIMESTAMP '2022-09-01 00:00:00', TIMESTAMP '2022-09-01 00:00:00'
+FROM (VALUES
+  (224, 30, 'Vendor', 'Define Vendor Parameters',
+   'The Vendor Tab defines a Business Partner that is a Vendor for this Organization.  If the Vendor check box is selected the necessary fields will display.'),
+  (225, 40, 'Employee', 'Define Employee Parameters',
+   'The Employee Tab defines a Business Partner who is an Employee of this organization.  If the Employee is also a Sales Representative then the check box should be selected.')
+) AS t(id, seq, name, description, help);
+
 INSERT INTO AD_Column (AD_Client_ID, AD_Org_ID, AD_Column_ID, AD_Element_ID, AD_Reference_ID, AD_Table_ID,
                        ColumnName, Name, Description, EntityType, IsKey, IsMandatory, FieldLength, Version,
                        CreatedBy, UpdatedBy, Created, Updated)
@@ -74,9 +88,9 @@ FROM (VALUES
    'The name of an entity (record) is used as an default search option in addition to the search key.', 20, 'Y'),
   (9000104, 9000004, 220, 'Business Partner Group', 'Business Partner Group',
    'The Business Partner Group provides a method of defining defaults to be used for individual Business Partners.', 30, 'Y'),
-  (9000105, 9000007, 220, 'Employee', 'Indicates if this Business Partner is an employee',
+  (9000105, 9000007, 225, 'Employee', 'Indicates if this Business Partner is an employee',
    'The Employee checkbox indicates if this Business Partner is an Employee.  If it is selected, additional fields will display which further identify this employee.', 40, 'Y'),
-  (9000106, 9000006, 220, 'Vendor', 'Indicates if this Business Partner is a Vendor',
+  (9000106, 9000006, 224, 'Vendor', 'Indicates if this Business Partner is a Vendor',
    'The Vendor checkbox indicates if this Business Partner is a Vendor.  If it is selected, additional fields will display which further identify this vendor.', 50, 'Y'),
   (9000201, 9000005, 223, 'Customer', 'Indicates if this Business Partner is a Customer',
    'The Customer checkbox indicates if this Business Partner is a customer.  If it is select additional fields will display which further define this customer.', 10, 'Y'),

@@ -74,7 +74,8 @@ def parse_source_id(source_id: str) -> tuple[str, int]:
 
 
 def _version(updated: datetime, rows: int) -> str:
-    return f"{updated.isoformat()}/{rows}"
+    # The renderer's version is part of it: new rendering code re-renders every document.
+    return f"r{render.RENDER_VERSION}:{updated.isoformat()}/{rows}"
 
 
 class ADSource(IdempiereSource):
@@ -142,36 +143,40 @@ class ADSource(IdempiereSource):
         return f"{count}/{updated.isoformat() if updated else '-'}/{rows or 0}"
 
     def fetch(self, refs: Sequence[DocumentRef]) -> Iterator[SourceDocument | FailedDocument]:
-        """The documents of `refs`; ones that vanished since the listing are left out."""
-        groups: dict[tuple[str, str], list[int]] = {}
+        """The documents of `refs`; ones that vanished since the listing are left out.
+
+        A document keeps the version its listing gave it (`ref.version`): recomputing it would
+        cost a pass over the child tables per batch.
+        """
+        groups: dict[tuple[str, str], dict[int, str]] = {}
         for ref in refs:
             try:
                 entity, record_id = parse_source_id(ref.source_id)
             except DocumentError as exc:
                 yield FailedDocument(ref.key, "raw", str(exc))
                 continue
-            groups.setdefault((entity, ref.language), []).append(record_id)
-        for (entity, language), ids in groups.items():
+            groups.setdefault((entity, ref.language), {})[record_id] = ref.version
+        for (entity, language), versions in groups.items():
+            ids = list(versions)
             for start in range(0, len(ids), FETCH_BATCH):
-                yield from self._fetch_batch(entity, language, ids[start : start + FETCH_BATCH])
+                batch = {i: versions[i] for i in ids[start : start + FETCH_BATCH]}
+                yield from self._fetch_batch(entity, language, batch)
 
-    def _fetch_batch(self, entity: str, language: str, ids: list[int]) -> Iterator[SourceDocument]:
-        params: dict[str, Any] = {"lang": language, "ids": ids}
+    def _fetch_batch(
+        self, entity: str, language: str, versions: dict[int, str]
+    ) -> Iterator[SourceDocument]:
+        params: dict[str, Any] = {"lang": language, "ids": list(versions)}
         row_type: type[Any] = q.DOCUMENT_ROWS[entity]
         with self.conn.transaction():
-            with self.conn.cursor(
-                name=cursor_name(f"ad_{entity}_fetch"), row_factory=class_row(row_type)
-            ) as cur:
-                cur.itersize = CURSOR_ITERSIZE
-                cur.execute(q.fetch_query(entity), params)
-                rows: list[Any] = list(cur)
+            with self.conn.cursor(row_factory=class_row(row_type)) as cur:
+                rows: list[Any] = cur.execute(q.fetch_query(entity), params).fetchall()
             render_row = self._renderer(entity, language, [r.id for r in rows])
             for row in rows:
                 rendered = render_row(row)
                 yield SourceDocument(
                     source_id=source_id_for(entity, row.id),
                     language=language,
-                    version=_version(row.updated, row.rows),
+                    version=versions[row.id],
                     title=rendered.title,
                     original_format=SourceFormat.MARKDOWN,
                     body=rendered.body,

@@ -66,8 +66,6 @@ class TableRow:
     """An AD_Table in one language."""
 
     id: int
-    updated: datetime
-    rows: int
     tablename: str
     name: str
     description: str | None
@@ -93,8 +91,6 @@ class WindowRow:
     """An AD_Window in one language."""
 
     id: int
-    updated: datetime
-    rows: int
     name: str
     description: str | None
     help: str | None
@@ -107,8 +103,6 @@ class TabRow:
     """An AD_Tab with its window's name and table (a document, or a line of a window)."""
 
     id: int
-    updated: datetime
-    rows: int
     window_id: int
     window_name: str
     name: str
@@ -134,8 +128,6 @@ class FieldRow:
     """The AD_Field chosen for one column name of a window, with its context."""
 
     id: int
-    updated: datetime
-    rows: int
     window_id: int
     window_name: str
     tab_id: int
@@ -152,8 +144,6 @@ class ProcessRow:
     """An AD_Process (or report) in one language."""
 
     id: int
-    updated: datetime
-    rows: int
     value: str | None
     name: str
     description: str | None
@@ -176,9 +166,9 @@ class ParameterRow:
     isrange: str
 
 
-# --- documents: one query per entity type, listing and fetching --------------------------------
-# Each query selects the document columns; listing wraps it and keeps id/updated/rows. The
-# `{filter}` placeholder restricts a fetch to the requested ids.
+# --- listing: every document of an entity type with its version parts -------------------------
+# Each statement also selects text columns (for reading it as a whole); listing wraps it and
+# keeps id/updated/rows, which PostgreSQL then computes alone.
 
 _TABLE = """
 SELECT tb.ad_table_id::int AS id,
@@ -195,7 +185,7 @@ LEFT JOIN (
          AND ct.ad_language = %(lang)s AND ct.isactive = 'Y'
     GROUP BY c.ad_table_id
 ) cols ON cols.ad_table_id = tb.ad_table_id
-WHERE tb.isactive = 'Y' {filter}
+WHERE tb.isactive = 'Y'
 """.replace("{name}", _trl("tt", "tb", "name")).replace(
     "{join_trl}", _join_trl("ad_table", "tt", "tb")
 )
@@ -227,7 +217,7 @@ LEFT JOIN (
     LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
     GROUP BY tab.ad_window_id
 ) fields ON fields.ad_window_id = w.ad_window_id
-WHERE w.isactive = 'Y' {filter}
+WHERE w.isactive = 'Y'
 """.replace("{name}", _trl("wt", "w", "name"))
     .replace("{description}", _trl("wt", "w", "description"))
     .replace("{help}", _trl("wt", "w", "help"))
@@ -258,7 +248,7 @@ LEFT JOIN (
     LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
     GROUP BY f.ad_tab_id
 ) fields ON fields.ad_tab_id = tab.ad_tab_id
-WHERE tab.isactive = 'Y' {filter}
+WHERE tab.isactive = 'Y'
 """.replace("{window_name}", _trl("wt", "w", "name"))
     .replace("{name}", _trl("tt", "tab", "name"))
     .replace("{description}", _trl("tt", "tab", "description"))
@@ -294,7 +284,6 @@ FROM (
     WHERE f.isactive = 'Y'
       AND COALESCE(NULLIF(f.help, ''), NULLIF(f.description, ''),
                    NULLIF(c.help, ''), NULLIF(c.description, '')) IS NOT NULL
-      {window_filter}
     ORDER BY tab.ad_window_id, COALESCE(c.columnname, f.ad_field_id::text),
              COALESCE(NULLIF(f.help, ''), NULLIF(c.help, '')) IS NULL,
              tab.seqno, f.seqno, f.ad_field_id
@@ -307,7 +296,6 @@ LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 {join_trl}
 {join_tab_trl}
 {join_window_trl}
-WHERE TRUE {filter}
 """.replace("{window_name}", _trl("wt", "w", "name"))
     .replace("{tab_name}", _trl("tt", "tab", "name"))
     .replace("{name}", _trl("ft", "f", "name"))
@@ -333,19 +321,115 @@ LEFT JOIN (
          AND ppt.ad_language = %(lang)s AND ppt.isactive = 'Y'
     GROUP BY pp.ad_process_id
 ) params ON params.ad_process_id = p.ad_process_id
-WHERE p.isactive = 'Y' {filter}
+WHERE p.isactive = 'Y'
 """.replace("{name}", _trl("pt", "p", "name"))
     .replace("{description}", _trl("pt", "p", "description"))
     .replace("{help}", _trl("pt", "p", "help"))
     .replace("{join_trl}", _join_trl("ad_process", "pt", "p"))
 )
 
-_DOCUMENT_QUERIES = {
-    "table": (_TABLE, "tb.ad_table_id"),
-    "window": (_WINDOW, "w.ad_window_id"),
-    "tab": (_TAB, "tab.ad_tab_id"),
-    "field": (_FIELD, "rep.id"),
-    "process": (_PROCESS, "p.ad_process_id"),
+# --- fetching: the rows a document is rendered from, by primary key --------------------------
+# No aggregates here: a fetched document keeps the version its listing gave it, so a batch
+# costs its own rows, not a pass over the child tables.
+
+_TABLE_ROWS = """
+SELECT tb.ad_table_id::int AS id, tb.tablename, {name} AS name, tb.description, tb.help,
+       tb.isview, tb.entitytype
+FROM ad_table tb
+{join_trl}
+WHERE tb.isactive = 'Y' AND tb.ad_table_id = ANY(%(ids)s)
+""".replace("{name}", _trl("tt", "tb", "name")).replace(
+    "{join_trl}", _join_trl("ad_table", "tt", "tb")
+)
+
+_WINDOW_ROWS = (
+    """
+SELECT w.ad_window_id::int AS id, {name} AS name, {description} AS description,
+       {help} AS help, w.windowtype, w.entitytype
+FROM ad_window w
+{join_trl}
+WHERE w.isactive = 'Y' AND w.ad_window_id = ANY(%(ids)s)
+""".replace("{name}", _trl("wt", "w", "name"))
+    .replace("{description}", _trl("wt", "w", "description"))
+    .replace("{help}", _trl("wt", "w", "help"))
+    .replace("{join_trl}", _join_trl("ad_window", "wt", "w"))
+)
+
+_TAB_ROWS = (
+    """
+SELECT tab.ad_tab_id::int AS id, w.ad_window_id::int AS window_id,
+       {window_name} AS window_name, {name} AS name, {description} AS description,
+       {help} AS help, {commitwarning} AS commitwarning, tb.tablename,
+       tab.tablevel::int AS tablevel, tab.seqno::int AS seqno
+FROM ad_tab tab
+JOIN ad_window w ON w.ad_window_id = tab.ad_window_id AND w.isactive = 'Y'
+{join_window_trl}
+{join_trl}
+LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
+WHERE tab.isactive = 'Y' AND {key} = ANY(%(ids)s)
+""".replace("{window_name}", _trl("wt", "w", "name"))
+    .replace("{name}", _trl("tt", "tab", "name"))
+    .replace("{description}", _trl("tt", "tab", "description"))
+    .replace("{help}", _trl("tt", "tab", "help"))
+    .replace("{commitwarning}", _trl("tt", "tab", "commitwarning"))
+    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
+    .replace("{join_trl}", _join_trl("ad_tab", "tt", "tab"))
+)
+
+# The listing chose which field documents a column (DISTINCT ON); a fetch renders those.
+_FIELD_ROWS = (
+    """
+SELECT f.ad_field_id::int AS id, w.ad_window_id::int AS window_id,
+       {window_name} AS window_name, tab.ad_tab_id::int AS tab_id, {tab_name} AS tab_name,
+       {name} AS name,
+       COALESCE(NULLIF(ft.description, ''), NULLIF(f.description, ''), c.description)
+           AS description,
+       COALESCE(NULLIF(ft.help, ''), NULLIF(f.help, ''), c.help) AS help,
+       c.columnname, tb.tablename
+FROM ad_field f
+JOIN ad_tab tab ON tab.ad_tab_id = f.ad_tab_id AND tab.isactive = 'Y'
+JOIN ad_window w ON w.ad_window_id = tab.ad_window_id AND w.isactive = 'Y'
+LEFT JOIN ad_column c ON c.ad_column_id = f.ad_column_id
+LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
+{join_trl}
+{join_tab_trl}
+{join_window_trl}
+WHERE f.isactive = 'Y' AND f.ad_field_id = ANY(%(ids)s)
+""".replace("{window_name}", _trl("wt", "w", "name"))
+    .replace("{tab_name}", _trl("tt", "tab", "name"))
+    .replace("{name}", _trl("ft", "f", "name"))
+    .replace("{join_trl}", _join_trl("ad_field", "ft", "f"))
+    .replace("{join_tab_trl}", _join_trl("ad_tab", "tt", "tab"))
+    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
+)
+
+_PROCESS_ROWS = (
+    """
+SELECT p.ad_process_id::int AS id, NULLIF(p.value, '') AS value, {name} AS name,
+       {description} AS description, {help} AS help, p.isreport, p.classname, p.entitytype
+FROM ad_process p
+{join_trl}
+WHERE p.isactive = 'Y' AND p.ad_process_id = ANY(%(ids)s)
+""".replace("{name}", _trl("pt", "p", "name"))
+    .replace("{description}", _trl("pt", "p", "description"))
+    .replace("{help}", _trl("pt", "p", "help"))
+    .replace("{join_trl}", _join_trl("ad_process", "pt", "p"))
+)
+
+_FETCH_QUERIES = {
+    "table": _TABLE_ROWS,
+    "window": _WINDOW_ROWS,
+    "tab": _TAB_ROWS.replace("{key}", "tab.ad_tab_id"),
+    "field": _FIELD_ROWS,
+    "process": _PROCESS_ROWS,
+}
+
+_LISTING_QUERIES = {
+    "table": _TABLE,
+    "window": _WINDOW,
+    "tab": _TAB,
+    "field": _FIELD,
+    "process": _PROCESS,
 }
 DOCUMENT_ROWS: dict[str, type] = {
     "table": TableRow,
@@ -356,38 +440,21 @@ DOCUMENT_ROWS: dict[str, type] = {
 }
 
 
-def _document_query(entity: str, *, fetch: bool) -> str:
-    template, key = _DOCUMENT_QUERIES[entity]
-    query = template.replace("{filter}", f"AND {key} = ANY(%(ids)s)" if fetch else "")
-    if entity == "field":
-        # Choose representatives only among the windows of the requested fields: a fetch
-        # batch then costs its windows, not the whole AD_Field table.
-        window_filter = (
-            "AND tab.ad_window_id IN (SELECT t2.ad_window_id FROM ad_field f2 "
-            "JOIN ad_tab t2 ON t2.ad_tab_id = f2.ad_tab_id WHERE f2.ad_field_id = ANY(%(ids)s))"
-            if fetch
-            else ""
-        )
-        query = query.replace("{window_filter}", window_filter)
-    return query
-
-
 def listing_query(entity: str) -> sql.Composed:
     """id, updated, rows of every document of `entity` (parameter: `lang`)."""
-    inner = _sql(_document_query(entity, fetch=False))
+    inner = _sql(_LISTING_QUERIES[entity])
     return sql.SQL("SELECT d.id, d.updated, d.rows FROM ({}) d ORDER BY d.id").format(inner)
 
 
 def change_token_query(entity: str) -> sql.Composed:
     """count, max(updated), sum(rows) over every document of `entity` (parameter: `lang`)."""
-    inner = _sql(_document_query(entity, fetch=False))
+    inner = _sql(_LISTING_QUERIES[entity])
     return sql.SQL("SELECT count(*), max(d.updated), sum(d.rows) FROM ({}) d").format(inner)
 
 
-def fetch_query(entity: str) -> sql.Composed:
+def fetch_query(entity: str) -> sql.SQL:
     """The document rows of `entity` for the ids in `ids` (parameters: `lang`, `ids`)."""
-    inner = _sql(_document_query(entity, fetch=True))
-    return sql.SQL("SELECT d.* FROM ({}) d ORDER BY d.id").format(inner)
+    return _sql(_FETCH_QUERIES[entity] + " ORDER BY id")
 
 
 # --- child rows: what a window, tab, table or process lists ------------------------------------
@@ -404,7 +471,7 @@ COLUMNS_OF_TABLES = _sql(
 )
 
 TABS_OF_WINDOWS = _sql(
-    _TAB.replace("{filter}", "AND w.ad_window_id = ANY(%(ids)s)") + " ORDER BY window_id, seqno, id"
+    _TAB_ROWS.replace("{key}", "w.ad_window_id") + " ORDER BY window_id, seqno, id"
 )
 
 FIELDS_OF_TABS = _sql(

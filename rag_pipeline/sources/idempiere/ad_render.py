@@ -24,6 +24,8 @@ from rag_pipeline.sources.idempiere.ad_queries import (
     WindowRow,
 )
 
+# Part of every document's version: bump it when the Markdown below changes.
+RENDER_VERSION = 2
 SEPARATOR = " › "
 WINDOW_TYPES = {"M": "Maintain", "T": "Transaction", "Q": "Query"}
 _HTML_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
@@ -109,8 +111,11 @@ def render_window(
 ) -> Rendered:
     """A window with its tabs and a summary of each tab's fields."""
     kind = WINDOW_TYPES.get(window.windowtype, window.windowtype)
+    # The tab names in the lead: they say what the window is for ("Customer", "Vendor") and
+    # belong to the first section, which the window's own description opens.
+    tab_names = f" with the tabs {', '.join(cell(t.name) for t in tabs)}" if tabs else ""
     lines = [
-        f"Window **{cell(window.name)}** ({kind}, AD_Window_ID {window.id}).",
+        f"Window **{cell(window.name)}** ({kind}, AD_Window_ID {window.id}){tab_names}.",
         text(window.description),
         text(window.help),
     ]

@@ -18,9 +18,11 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import psycopg
+from bs4 import BeautifulSoup, Tag
+from markdown_it import MarkdownIt
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -31,6 +33,8 @@ from rag_pipeline.sources.idempiere.base import CURSOR_ITERSIZE, IdempiereSource
 from rag_pipeline.sources.idempiere.languages import base_language, existing_tables
 
 SOURCE_TYPE = "k_entry"
+# Part of every document's version: bump it when `with_keywords` or the metadata change.
+BODY_VERSION = 2
 BREADCRUMB_SEPARATOR = " › "
 EDIT_MODES: dict[str, SourceFormat] = {
     "BLK": SourceFormat.EDITORJS,
@@ -38,6 +42,7 @@ EDIT_MODES: dict[str, SourceFormat] = {
     "HTM": SourceFormat.HTML,
     "HTML": SourceFormat.HTML,
 }
+_HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 _FORMAT_CODES = {
     SourceFormat.EDITORJS: "BLK",
     SourceFormat.MARKDOWN: "GFM",
@@ -79,41 +84,75 @@ def entry_format(edit_mode: str | None, text: str) -> tuple[SourceFormat, str]:
     return sniff_format(text), "sniffed"
 
 
-def with_footer(body: str, fmt: SourceFormat, keywords: str, url: str) -> str:
-    """`body` with its keywords and reference link appended in the body's own format.
+def keyword_line(keywords: str, url: str) -> str:
+    """The entry's keywords and reference link as one line of plain text ('' if neither)."""
+    parts = [f"Keywords: {keywords}." if keywords else "", f"Reference: {url}" if url else ""]
+    return " ".join(p for p in parts if p)
 
-    Keywords are what users search for; putting them in the text makes them searchable. An
-    Editor.js body that does not parse is returned unchanged (the converter reports it).
+
+def with_keywords(body: str, fmt: SourceFormat, keywords: str, url: str) -> str:
+    """`body` with its keywords and reference link added, in the body's own format.
+
+    Keywords are what users search for, so they belong in the text. They go into the first
+    section (after a leading heading, else first): appended at the end they would often form
+    a chunk of their own, and a chunk of nothing but keywords matches unrelated questions.
+    An Editor.js body that does not parse is returned unchanged (the converter reports it).
     """
-    lines = [(f"Keywords: {keywords}", "")] if keywords else []
-    if url:
-        lines.append(("Reference: ", url))
-    if not lines:
+    line = keyword_line(keywords, url)
+    if not line:
         return body
     if fmt is SourceFormat.EDITORJS:
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return body
-        if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
-            return body
-        blocks: list[Any] = list(data["blocks"])
-        for text, link in lines:
-            inline = html.escape(text) + (
-                f'<a href="{html.escape(link)}">{html.escape(link)}</a>' if link else ""
-            )
-            blocks.append({"type": "paragraph", "data": {"text": inline}})
-        return json.dumps({**data, "blocks": blocks}, ensure_ascii=False)
+        return _editorjs_with(body, keywords, url)
     if fmt is SourceFormat.HTML:
-        parts = [
-            f"<p>{html.escape(text)}"
-            + (f'<a href="{html.escape(link)}">{html.escape(link)}</a>' if link else "")
-            + "</p>"
-            for text, link in lines
-        ]
-        return body.rstrip() + "\n" + "\n".join(parts) + "\n"
-    parts = [text + (f"<{link}>" if link else "") for text, link in lines]
-    return body.rstrip() + "\n\n" + "\n\n".join(parts) + "\n"
+        return _html_with(body, keywords, url)
+    # An autolink: a bare URL is not a link in CommonMark.
+    return _markdown_with(body, keyword_line(keywords, f"<{url}>" if url else ""))
+
+
+def _editorjs_with(body: str, keywords: str, url: str) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
+        return body
+    blocks: list[Any] = list(cast(list[Any], data["blocks"]))
+    text = html.escape(f"Keywords: {keywords}. " if keywords else "")
+    if url:
+        text += f'Reference: <a href="{html.escape(url)}">{html.escape(url)}</a>'
+    first = blocks[0] if blocks else None
+    at = 1 if isinstance(first, dict) and cast(dict[str, Any], first).get("type") == "header" else 0
+    blocks.insert(at, {"type": "paragraph", "data": {"text": text.strip()}})
+    return json.dumps({**cast(dict[str, Any], data), "blocks": blocks}, ensure_ascii=False)
+
+
+def _html_with(body: str, keywords: str, url: str) -> str:
+    soup = BeautifulSoup(body, "html.parser")
+    paragraph = soup.new_tag("p")
+    if keywords:
+        paragraph.append(f"Keywords: {keywords}. ")
+    if url:
+        paragraph.append("Reference: ")
+        link = soup.new_tag("a", href=url)
+        link.string = url
+        paragraph.append(link)
+    first = next((c for c in soup.contents if isinstance(c, Tag)), None)
+    if first is not None and first.name in _HEADINGS:
+        first.insert_after(paragraph)
+    else:
+        soup.insert(0, paragraph)
+    return str(soup)
+
+
+def _markdown_with(body: str, line: str) -> str:
+    # A leading ATX or setext heading keeps its place; the line becomes the first paragraph.
+    tokens = MarkdownIt("commonmark").parse(body)
+    lines = body.splitlines()
+    first = tokens[0] if tokens else None
+    if first is not None and first.type == "heading_open" and first.map:
+        end = first.map[1]
+        return "\n".join([*lines[:end], "", line, "", *lines[end:]]).rstrip() + "\n"
+    return f"{line}\n\n{body}"
 
 
 @dataclass(frozen=True)
@@ -319,7 +358,7 @@ class KEntrySource(IdempiereSource):
             version=_version(row["updated"], row["digest"]),
             title=name,
             original_format=fmt,
-            body=with_footer(text, fmt, keywords, url),
+            body=with_keywords(text, fmt, keywords, url),
             breadcrumb=BREADCRUMB_SEPARATOR.join([row["knowledge_type"], row["topic"], name]),
             url=url,
             metadata={
@@ -334,4 +373,5 @@ class KEntrySource(IdempiereSource):
 
 
 def _version(updated: datetime, digest: str) -> str:
-    return f"{updated.isoformat()}#{digest[:16]}"
+    # The body builder's version is part of it: a new one rebuilds every document.
+    return f"b{BODY_VERSION}:{updated.isoformat()}#{digest[:16]}"
