@@ -13,9 +13,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from rag_pipeline.definitions import defs
+from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
 from rag_pipeline.defs.ad_metadata.resources import ADSourceResource
 from rag_pipeline.defs.ad_metadata.sensors import ad_metadata_changes_sensor
-from rag_pipeline.defs.k_entry.partitions import IDEMPIERE_LANGUAGES
 from rag_pipeline.defs.k_entry.resources import KEntrySourceResource
 from rag_pipeline.defs.k_entry.sensors import k_entry_changes_sensor
 from rag_pipeline.search import Searcher
@@ -54,9 +54,9 @@ def own_idempiere(
 
 def _run(source: str, key: str, instance: dg.DagsterInstance) -> dict[str, Any]:
     """One in-process run of `<source>_ingest_job`; each stage's materialization metadata."""
-    if not instance.has_dynamic_partition(IDEMPIERE_LANGUAGES, key.split("|")[-1]):
-        instance.add_dynamic_partitions(IDEMPIERE_LANGUAGES, [key.split("|")[-1]])
     job = defs().resolve_job_def(f"{source}_ingest_job")
+    assert job.partitions_def is not None
+    register_partition_key(instance, job.partitions_def, key)
     result = job.execute_in_process(instance=instance, partition_key=key)
     assert result.success
     metadata: dict[str, Any] = {}
@@ -233,3 +233,15 @@ def test_sensors_request_changed_partitions_only(
             "window|en_US",
             "window|es_CO",
         ]
+
+
+def test_registering_a_partition_key_fills_the_dynamic_language_dimension() -> None:
+    jobs = defs()
+    with dg.instance_for_test() as instance:
+        for source, key in (("ad_metadata", "window|es_CO"), ("k_entry", "sk_SK")):
+            job = jobs.resolve_job_def(f"{source}_ingest_job")
+            assert job.partitions_def is not None
+            register_partition_key(instance, job.partitions_def, key)
+            register_partition_key(instance, job.partitions_def, key)  # idempotent
+            assert key in job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+        assert sorted(instance.get_dynamic_partitions("idempiere_languages")) == ["es_CO", "sk_SK"]
