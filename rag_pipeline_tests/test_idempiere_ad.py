@@ -193,6 +193,12 @@ def test_known_answers_from_the_dictionary(demo_url: str) -> None:
 
     score = score_known_answers(cases, perfect, top_k=5)
     assert (score.hits, score.hit_rate, score.mean_reciprocal_rank) == (15, 1.0, 0.5)
+    with psycopg.connect(demo_url) as conn:
+        spanish = build_known_answers(conn, windows=10, processes=0, language="es_CO")
+    # The query is the translated description; the answer is the same window.
+    assert ("Entrar Inventario Físico", "AD_Window:168") in {
+        (c.query, c.expected_source_id) for c in spanish
+    }
     blind = score_known_answers(cases, lambda q, k: [], top_k=5)
     assert blind.hits == 0
     assert len(blind.misses) == 15

@@ -21,15 +21,23 @@ SearchFunction = Callable[[str, int], Sequence[tuple[str, str]]]
 
 _MIN_WORDS = 3
 
-# Per entity: its table, the id column and the description column of the base row.
+# Per entity: the description in the requested language (falling back to the base row as the
+# source does), kept where it has enough words and no other active entity shares it.
 _CANDIDATES = """
-SELECT e.{key}::int AS id, e.description
-FROM {table} e
-WHERE e.isactive = 'Y' AND e.description IS NOT NULL
-  AND array_length(regexp_split_to_array(trim(e.description), '\\s+'), 1) >= %(min_words)s
-  AND (SELECT count(*) FROM {table} o
-       WHERE o.isactive = 'Y' AND lower(trim(o.description)) = lower(trim(e.description))) = 1
-ORDER BY md5(e.{key}::text)
+WITH d AS (
+    SELECT e.{key}::int AS id,
+           trim(COALESCE(NULLIF(t.description, ''), e.description)) AS description
+    FROM {table} e
+    LEFT JOIN {table}_trl t ON t.{key} = e.{key} AND t.ad_language = %(lang)s
+         AND t.isactive = 'Y'
+    WHERE e.isactive = 'Y'
+)
+SELECT id, description FROM d
+WHERE description IS NOT NULL
+  AND array_length(regexp_split_to_array(description, '\\s+'), 1) >= %(min_words)s
+  AND lower(description) IN (
+      SELECT lower(description) FROM d GROUP BY lower(description) HAVING count(*) = 1)
+ORDER BY md5(id::text)
 LIMIT %(limit)s
 """
 
@@ -65,9 +73,17 @@ class KnownAnswerScore:
 
 
 def build_known_answers(
-    conn: psycopg.Connection, *, windows: int = 20, processes: int = 10
+    conn: psycopg.Connection,
+    *,
+    windows: int = 20,
+    processes: int = 10,
+    language: str = "en_US",
 ) -> list[KnownAnswer]:
-    """Up to `windows` + `processes` cases: an entity's description → that entity."""
+    """Up to `windows` + `processes` cases: an entity's description → that entity.
+
+    In a language other than the base one, the query is the translated description (the
+    expected document is the same entity, in any language).
+    """
     cases: list[KnownAnswer] = []
     for entity, table, key, limit in (
         ("window", "ad_window", "ad_window_id", windows),
@@ -78,7 +94,7 @@ def build_known_answers(
         query = _CANDIDATES.replace("{table}", table).replace("{key}", key)
         rows = conn.execute(
             query,  # pyright: ignore[reportArgumentType]  # built from the constants above
-            {"min_words": _MIN_WORDS, "limit": limit},
+            {"min_words": _MIN_WORDS, "limit": limit, "lang": language},
         ).fetchall()
         cases += [
             KnownAnswer(" ".join(str(description).split()), source_id_for(entity, int(record)))
@@ -105,7 +121,9 @@ def score_known_answers(
     return KnownAnswerScore(len(cases), hits, top_k, reciprocal, tuple(misses))
 
 
-def known_answers_for(settings: Settings, **sample: int) -> list[KnownAnswer]:
+def known_answers_for(
+    settings: Settings, *, windows: int = 20, processes: int = 10, language: str = "en_US"
+) -> list[KnownAnswer]:
     """`build_known_answers` on the configured (or demo) iDempiere database."""
     with read_only(resolve_idempiere_conninfo(settings)) as conn:
-        return build_known_answers(conn, **sample)
+        return build_known_answers(conn, windows=windows, processes=processes, language=language)
