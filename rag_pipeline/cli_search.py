@@ -61,9 +61,8 @@ def _print_table(query: str, hits: "list[SearchHit]", explain: bool) -> None:
     table = Table(title=f"{query[:80]}", title_justify="left", expand=True, show_lines=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("where", ratio=2)
-    table.add_column("source", ratio=1)
-    table.add_column("text", ratio=4)
+    table.add_column("where", ratio=2, overflow="fold")
+    table.add_column("text", ratio=3)
     if explain:
         table.add_column("vector", justify="right", no_wrap=True)
         table.add_column("keyword", justify="right", no_wrap=True)
@@ -72,8 +71,7 @@ def _print_table(query: str, hits: "list[SearchHit]", explain: bool) -> None:
         row = [
             str(rank),
             f"{hit.score:.3f}",
-            _where(hit),
-            f"{hit.source_type} · {hit.language}\n{hit.source_id}",
+            f"{_where(hit)}\n{hit.source_type} · {hit.language} · {hit.source_id}",
             snippet[:300] + ("…" if len(snippet) > 300 else ""),
         ]
         if explain and hit.explain is not None:
