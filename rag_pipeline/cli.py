@@ -1,10 +1,6 @@
 """The `rag` command: a thin layer over the same code the Dagster assets run."""
 
 import os
-import sys
-import threading
-import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +9,6 @@ from typing import Any
 import click
 
 from rag_pipeline.settings import ConfigError, Settings, load_settings
-
 
 
 def _settings() -> Settings:
@@ -77,8 +72,6 @@ def init() -> None:
         f"model:    {embedder.model_id} ({embedder.dimension} dimensions, "
         f"max {embedder.max_tokens} tokens)"
     )
-
-
 
 
 @main.command()

@@ -133,6 +133,6 @@ def test_failed_write_leaves_partition_untouched(
     with connect(vectordb.conninfo()) as conn:
         store_vectors(conn, "m", [(text_sha256("second"), _vector("second", 3))])
         conn.commit()
-    with pytest.raises(Exception, match="dimension|expected"):
+    with pytest.raises(Exception, match=r"dimension|expected"):
         _write(vectordb, "A", {"a1": "first v2", "a2": "second"}, ["a1", "a2"])
     assert [(r[1], r[2]) for r in _rows(database_url)] == [("a1", "first")]

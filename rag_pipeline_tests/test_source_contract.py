@@ -93,7 +93,8 @@ def test_one_rejected_document_never_stalls_the_partition(
     }
     # Prose about Editor.js itself is text like any other ...
     SHELVES["one"]["about"] = editorjs(
-        'A field "data": holds the payload and "blocks": lists them, as <code>"type":</code> names it.'
+        'A field "data": holds the payload and "blocks": lists them,'
+        ' as <code>"type":</code> names it.'
     )
     # ... but JSON structure left in the converted text is a leak: this one document is rejected.
     SHELVES["one"]["leak"] = editorjs('{"type": "paragraph", "data": {"text": "raw JSON"}}')
