@@ -4,8 +4,8 @@ The sources have different partitions definitions (folders, wiki categories, lan
 entity type × language), and a Dagster asset job has exactly one, so no asset job can select
 them all. `ingest_all` is therefore an unpartitioned op job with one op per source; each op
 registers the partitions its source's configuration wants, then runs the source's own
-partitioned `<source>_ingest_job` for each of them (configured ones and the ones registered
-earlier, e.g. folders added in the UI) on the same Dagster instance. Every partition run is a
+partitioned `<source>_ingest_job` for each of them (and for every partition ingested before,
+e.g. a folder added in the UI) on the same Dagster instance. Every partition run is a
 normal run of the asset job — its materializations, checks and metadata show in the UI,
 tagged `rag/reconcile=<the ingest_all run>` — and `ingest_all` fails, after trying them all,
 if any of them failed.
@@ -45,16 +45,22 @@ class ReconcileConfig(dg.Config):
 
 
 def partitions_to_run(
+    source: str,
     partitions_def: dg.PartitionsDefinition | None,
     wanted: list[str],
     instance: dg.DagsterInstance,
 ) -> list[str]:
-    """The wanted partitions, registered where dynamic, then every other registered one."""
+    """The wanted partitions (registered where dynamic), then every other one ever ingested.
+
+    A partition that was ingested before but is no longer configured (a folder added in the
+    UI, a category dropped from the settings) still holds documents: reconciling it keeps
+    them current, or removes them when its source is gone.
+    """
     if partitions_def is None:
         return []
     register(partitions_def, wanted, instance)
-    known = partitions_def.get_partition_keys(dynamic_partitions_store=instance)
-    return list(dict.fromkeys([*wanted, *known]))
+    ingested = instance.get_materialized_partitions(dg.AssetKey(f"{source}_raw"))
+    return list(dict.fromkeys([*wanted, *sorted(ingested)]))
 
 
 def register(
@@ -81,14 +87,23 @@ def register(
             instance.add_dynamic_partitions(name, new)
 
 
-def _force_config(job: dg.JobDefinition, source: str) -> dict[str, Any]:
-    return {
-        "ops": {
+def child_run_config(
+    job: dg.JobDefinition, source: str, resource: dg.ConfigurableResource, force: bool
+) -> dict[str, Any]:
+    """Run config of a partition run: the source's configuration as this run has it.
+
+    So what the launchpad (or `-c config.yaml`) sets on `ingest_all` for a source resource
+    applies to the partition runs too, not only to the choice of partitions.
+    """
+    fields = {name: getattr(resource, name) for name in type(resource).model_fields}
+    config: dict[str, Any] = {"resources": {resource_key(source): {"config": fields}}}
+    if force:
+        config["ops"] = {
             node.name: {"config": {"force": True}}
             for node in job.graph.nodes
             if node.name.startswith(f"{source}_") and not node.name.endswith("_check")
         }
-    }
+    return config
 
 
 def reconcile_op(source: str) -> dg.OpDefinition:
@@ -106,8 +121,9 @@ def reconcile_op(source: str) -> dg.OpDefinition:
         from rag_pipeline.definitions import defs
 
         job = defs().resolve_job_def(ingest_job_name(source))
-        wanted = list(getattr(context.resources, resource_key(source)).partition_keys())
-        keys = partitions_to_run(job.partitions_def, wanted, context.instance)
+        resource = getattr(context.resources, resource_key(source))
+        wanted = list(resource.partition_keys())
+        keys = partitions_to_run(source, job.partitions_def, wanted, context.instance)
         rows = ["| partition | status | run | seconds |", "|---|---|---|---|"]
         failed: list[str] = []
         for key in keys:
@@ -115,7 +131,7 @@ def reconcile_op(source: str) -> dg.OpDefinition:
             result = job.execute_in_process(
                 instance=context.instance,
                 partition_key=key,
-                run_config=_force_config(job, source) if config.force else None,
+                run_config=child_run_config(job, source, resource, config.force),
                 tags={RECONCILE_TAG: context.run.run_id},
                 raise_on_error=False,
             )
