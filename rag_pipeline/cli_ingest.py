@@ -153,6 +153,7 @@ def _run_job(
     force: bool,
     overrides: dict[str, Any],
 ) -> RunSummary:
+    from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
     from rag_pipeline.instance import dagster_instance
     from rag_pipeline.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
@@ -160,11 +161,9 @@ def _run_job(
 
     instance = dagster_instance(settings)
     job = definitions.resolve_job_def(f"{source}_ingest_job")
-    partitions = job.partitions_def
-    if getattr(partitions, "name", None) and not instance.has_dynamic_partition(
-        partitions.name, partition_key
-    ):
-        instance.add_dynamic_partitions(partitions.name, [partition_key])
+    # Dynamic partitions (one per folder, category, language; or a dimension of a multi-
+    # partition key) must be known to the instance before a run can use them.
+    register_partition_key(instance, job.partitions_def, partition_key)
     run_id = str(uuid.uuid4())
     summary = RunSummary(source, partition_key, success=False)
     with (
