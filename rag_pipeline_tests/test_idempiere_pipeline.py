@@ -13,11 +13,14 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from rag_pipeline.definitions import defs
+from rag_pipeline.defs.ad_metadata.checks import ad_metadata_known_answers
 from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
 from rag_pipeline.defs.ad_metadata.resources import ADSourceResource
 from rag_pipeline.defs.ad_metadata.sensors import ad_metadata_changes_sensor
 from rag_pipeline.defs.k_entry.resources import KEntrySourceResource
 from rag_pipeline.defs.k_entry.sensors import k_entry_changes_sensor
+from rag_pipeline.resources.embedder import EmbedderResource
+from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.sources.idempiere.ad import ENTITY_TYPES
@@ -101,6 +104,22 @@ def test_both_jobs_on_the_demo_database_answer_the_business_partner_question(
     # Identifier searches find the dictionary by column name.
     by_column = searcher.search("IsCustomer", top_k=5)
     assert any(h.source_type == "ad_metadata" and "IsCustomer" in h.text for h in by_column)
+
+    # The known-answer check passes on this index, and warns once the windows are unsearchable.
+    vectordb = VectorDBResource(url=rag_env.vectordb_url, home=str(rag_env.home))
+    resource = EmbedderResource.from_settings(rag_env)
+    good = ad_metadata_known_answers(vectordb=vectordb, embedder=resource)
+    assert good.passed, good.metadata
+    assert good.metadata["cases"].value >= 20  # type: ignore[union-attr]
+    with psycopg.connect(str(rag_env.vectordb_url)) as conn:
+        conn.execute(
+            "DELETE FROM rag.chunks WHERE document_id IN (SELECT id FROM rag.documents"
+            " WHERE source_type = 'ad_metadata' AND source_id LIKE 'AD_Window:%')"
+        )
+    bad = ad_metadata_known_answers(vectordb=vectordb, embedder=resource)
+    assert not bad.passed
+    assert bad.severity == dg.AssetCheckSeverity.WARN
+    assert "AD_Window:" in str(bad.metadata["misses"].value)  # type: ignore[union-attr]
 
 
 def test_incremental_runs_edits_deactivations_and_a_broken_entry(

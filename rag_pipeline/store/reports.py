@@ -181,3 +181,12 @@ def table_exists(conn: psycopg.Connection, name: str) -> bool:
     """True if a table of that name (any schema on the search path, case-insensitive) exists."""
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name.lower(),)).fetchone()
     return bool(row and row[0])
+
+
+def indexed_source_ids(conn: psycopg.Connection, source_type: str, language: str) -> set[str]:
+    """The source ids of a source's indexed documents in one language."""
+    rows = conn.execute(
+        "SELECT source_id FROM rag.documents WHERE source_type = %s AND language = %s",
+        (source_type, language),
+    ).fetchall()
+    return {r[0] for r in rows}
