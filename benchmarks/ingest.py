@@ -228,7 +228,11 @@ def run(corpus: Path, home: Path) -> None:
 
     def ingest() -> tuple[float, dict[str, Any]]:
         started = time.perf_counter()
-        result = job.execute_in_process(instance=instance, partition_key=key)
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=key,
+            run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+        )
         elapsed = time.perf_counter() - started
         assert result.success
         stages = {}

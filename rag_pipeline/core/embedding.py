@@ -116,6 +116,7 @@ class Embedder:
         threads: int | None = None,
         batch_size: int = 64,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        memory_arena: bool = False,
     ) -> None:
         """Load the model named by `spec`; nothing is downloaded unless it allows it.
 
@@ -154,8 +155,9 @@ class Embedder:
                 specific_model_path=str(model_dir) if model_dir else None,
                 local_files_only=not spec.allow_download,
                 # The arena keeps the largest batch's activations for the process's lifetime;
-                # without it memory follows the current batch (measured: benchmarks/ingest.py).
-                enable_cpu_mem_arena=False,
+                # without it memory follows the current batch, at the same speed (measured:
+                # benchmarks/embedding_memory.py).
+                enable_cpu_mem_arena=memory_arena,
             )
         except Exception as exc:  # fastembed raises ValueError, OSError or its own errors
             hint = (
