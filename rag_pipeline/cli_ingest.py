@@ -287,12 +287,13 @@ def status() -> None:
     now = datetime.now(UTC)
     click.echo(f"database: {_location(settings)} (schema version {version})")
     click.echo(f"model:    {model[0]} ({model[1]} dimensions)" if model else "model:    none yet")
-    click.echo(
-        f"index:    {size.documents} documents, {size.chunks} chunks, "
-        f"{_megabytes(size.index_bytes)} (database {_megabytes(size.database_bytes)})"
-    )
     if not counts:
-        click.echo("          empty — run `rag ingest`")
+        click.echo("index:    empty — run `rag ingest`")
+    else:
+        click.echo(
+            f"index:    {size.documents} documents, {size.chunks} chunks, "
+            f"{_megabytes(size.index_bytes)} (database {_megabytes(size.database_bytes)})"
+        )
     for source_type, language, documents, chunks in counts:
         click.echo(f"  {source_type:<12} {language:<6} {documents:>7} documents {chunks:>8} chunks")
     for item in freshness:

@@ -1,0 +1,132 @@
+"""The Dagster UI a person opens: the asset graph and an asset's page, in headless Chromium.
+
+`dagster-webserver` on loopback against an instance holding one real run of the files job;
+Playwright drives Debian's `chromium` (never a downloaded browser). Screenshots are kept in
+the test's tmp folder (`asset-graph.png`, `files_embeddings.png`).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+
+from rag_pipeline.settings import Settings
+from rag_pipeline.source_registry import SOURCES
+from rag_pipeline_tests.pipeline_helpers import ingest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+STAGES = ("raw", "markdown", "sanitized", "chunks", "embeddings")
+
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is not installed (pip install '.[test]')"
+)
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's chromium is missing: apt-get install -y chromium"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def webserver(rag_env: Settings, tmp_path: Path) -> Iterator[str]:
+    """The UI's URL: dagster-webserver on an instance with one materialized files run."""
+    from rag_pipeline.instance import dagster_home
+
+    os.environ["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
+    try:
+        home = dagster_home(rag_env)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            ingest("demo", instance)
+    finally:
+        del os.environ["DAGSTER_HOME"]
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    log = (tmp_path / "webserver.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dagster_webserver", "-m", "rag_pipeline.definitions",
+         "-h", "127.0.0.1", "-p", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = (tmp_path / "webserver.log").read_text()[-2000:]
+                pytest.fail(f"dagster-webserver did not start: {output}")
+            time.sleep(1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
+    webserver: str, tmp_path: Path
+) -> None:
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            # Tall enough that the catalog's virtual list renders every row.
+            page = browser.new_page(viewport={"width": 1600, "height": 2400})
+            page.set_default_timeout(90_000)
+            page.goto(f"{webserver}/assets")
+            skip = page.get_by_role("button", name="Skip")  # the first-visit newsletter dialog
+            skip.wait_for()
+            skip.click()
+            # The catalog lists every asset of every source.
+            for source in SOURCES:
+                for stage in STAGES:
+                    page.get_by_text(f"{source}_{stage}", exact=True).first.wait_for()
+            page.get_by_text("ingest_errors", exact=True).first.wait_for()
+            # The lineage graph of the files source.
+            page.set_viewport_size({"width": 1600, "height": 760})
+            page.goto(f"{webserver}/locations/rag_pipeline.definitions/asset-groups/files")
+            page.get_by_text("files_embeddings", exact=True).first.wait_for()
+            page.wait_for_timeout(3000)  # let the layout settle before the picture
+            page.screenshot(path=str(tmp_path / "asset-graph.png"))
+            # One asset's page: its last materialization's metadata.
+            page.set_viewport_size({"width": 1600, "height": 1400})
+            page.goto(f"{webserver}/assets/files_embeddings")
+            page.get_by_text("chunks_embedded").first.wait_for()
+            page.get_by_text("documents_new").first.wait_for()
+            page.screenshot(path=str(tmp_path / "files_embeddings.png"))
+        finally:
+            browser.close()
+    for name in ("asset-graph.png", "files_embeddings.png"):
+        assert (tmp_path / name).stat().st_size > 10_000
+    keep = os.environ.get("RAG_SCREENSHOT_DIR")
+    if keep:  # how docs/images/asset-graph.png is made
+        shutil.copy(tmp_path / "asset-graph.png", Path(keep) / "asset-graph.png")

@@ -1,0 +1,107 @@
+"""`rag validate`, `rag status` and `rag dev` as a person runs them."""
+
+import os
+import socket
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+from rag_pipeline.cli import main
+from rag_pipeline.settings import Settings
+from rag_pipeline_tests.pipeline_helpers import ingest, write
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def dagster_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    home = tmp_path / "dagster_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    for name in ("DAGSTER_PG_URL", "DAGSTER_PG_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def test_validate_passes_on_the_embedded_defaults(rag_env: Settings, dagster_home: Path) -> None:
+    CliRunner().invoke(main, ["init"], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["validate"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for name in (
+        "vector database",
+        "schema version",
+        "extensions",
+        "model checksum",
+        "stored model",
+        "iDempiere database",
+        "wiki",
+        "dagster storage",
+    ):
+        assert any(line.startswith("PASS") and name in line for line in lines), name
+    assert "vector 0." in result.output
+    assert "verified" in result.output
+    assert "all 8 checks passed" in result.output
+
+
+def test_validate_names_what_fails_and_exits_1(
+    rag_env: Settings, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    CliRunner().invoke(main, ["init"], catch_exceptions=False)
+    monkeypatch.setenv("RAG_WIKI_API_URL", f"http://127.0.0.1:{_closed_port()}/w/api.php")
+    monkeypatch.setenv("IDEMPIERE_DB_HOST", "127.0.0.1")
+    monkeypatch.setenv("IDEMPIERE_DB_PORT", str(_closed_port()))
+    result = CliRunner().invoke(main, ["validate"])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    failed = {line.split()[1] for line in lines if line.startswith("FAIL")}
+    assert failed == {"iDempiere", "wiki"}, result.output
+    assert "2 of 8 checks failed: iDempiere database, wiki" in result.output
+    assert any(line.startswith("PASS") and "vector database" in line for line in lines)
+
+
+def test_status_shows_freshness_failures_and_size(
+    rag_env: Settings, dagster_home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "docs"
+    write(folder, "ok.md", "# Fine\n\nA document about warehouses.\n")
+    write(folder, "bad.md", b"\xff\xfe not UTF-8")
+    with dg.instance_for_test() as instance:
+        ingest(folder, instance)
+    result = CliRunner().invoke(main, ["status"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "index:    1 documents" in result.output
+    assert " MB (database " in result.output
+    assert "source:   files" in result.output
+    assert "1 failed, " in result.output
+    assert "failed documents (1):" in result.output
+    assert "bad.md" in result.output
+
+
+def test_dev_passes_every_argument_to_dagster_dev(
+    rag_env: Settings, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launched: list[list[str]] = []
+
+    class LaunchedError(Exception):
+        pass
+
+    def execv(path: str, argv: list[str]) -> None:
+        launched.append(argv)
+        raise LaunchedError
+
+    # Replacing the process would end the test; record what would run instead.
+    monkeypatch.setattr(os, "execv", execv)
+    result = CliRunner().invoke(main, ["dev", "-h", "127.0.0.1", "-p", "3333"])
+    assert isinstance(result.exception, LaunchedError), result.output
+    (argv,) = launched
+    assert argv[1:] == [
+        "-m", "dagster", "dev", "-m", "rag_pipeline.definitions", "-h", "127.0.0.1", "-p", "3333",
+    ]  # fmt: skip
+    assert os.environ["DAGSTER_HOME"] == str(dagster_home)
+    assert (dagster_home / "dagster.yaml").read_text().startswith("# written by rag_pipeline")
