@@ -61,9 +61,11 @@ EMBEDDING_POOL = "embedding"
 # Downstream stages follow their upstream on their own (under the automation sensor): a raw
 # materialized alone, from the UI, is carried through to the index.
 DOWNSTREAM_AUTOMATION = dg.AutomationCondition.eager()
-# Transient source errors (a wiki timing out, a database restarting) are retried with backoff.
+# Transient source errors (a database restarting, a wiki down for longer than its client's own
+# retries) are retried with backoff: 5 s, then 10 s. Short, because a permanent error (a wrong
+# password) is retried too and `rag ingest` reports it only after the last attempt.
 RAW_RETRY_POLICY = dg.RetryPolicy(
-    max_retries=3, delay=15, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+    max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
 
 
