@@ -31,6 +31,8 @@ def _register(instance: dg.DagsterInstance, folder: Path) -> str:
     return key
 
 
+# Raised inside Dagster's own automation tester (AssetSelection.all(include_sources=True)).
+@pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
 def test_a_raw_materialized_alone_is_carried_downstream(rag_env: Settings, tmp_path: Path) -> None:
     definitions = defs()
     with dg.instance_for_test() as instance:
