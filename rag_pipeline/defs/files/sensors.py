@@ -12,7 +12,7 @@ from rag_pipeline.sources.files import FolderError, folder_fingerprint
 @dg.sensor(
     job_name="files_ingest_job",
     minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+    default_status=dg.DefaultSensorStatus.STOPPED,
 )
 def files_folders_sensor(
     context: dg.SensorEvaluationContext, files_source: FilesSourceResource

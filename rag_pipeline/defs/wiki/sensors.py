@@ -21,7 +21,7 @@ DOCUMENT_KEY_SEPARATOR = "@"
 @dg.sensor(
     job_name="wiki_ingest_job",
     minimum_interval_seconds=120,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+    default_status=dg.DefaultSensorStatus.STOPPED,
 )
 def wiki_changes_sensor(
     context: dg.SensorEvaluationContext,
