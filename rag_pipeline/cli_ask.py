@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rag_pipeline.settings import ConfigError, Settings, load_settings
+from rag_pipeline.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
     from rag_pipeline.search.ask import Answer, Answerer
@@ -16,10 +16,9 @@ if TYPE_CHECKING:
 
 
 def _settings() -> Settings:
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    from rag_pipeline.cli import _settings as settings
+
+    return settings()
 
 
 @contextmanager

@@ -1,8 +1,7 @@
 """Domain records shared by every source and stage of the pipeline (no Dagster here)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 
 class SourceFormat(StrEnum):
@@ -12,26 +11,6 @@ class SourceFormat(StrEnum):
     HTML = "html"
     EDITORJS = "editorjs"
     TEXT = "text"
-
-
-@dataclass(frozen=True)
-class SourceDocument:
-    """One document as a source gives it: the record every source yields.
-
-    `source_version` is the source's own notion of a version (a wiki revid, an updated
-    timestamp, a file's content hash); `body` is in `original_format`.
-    """
-
-    source_type: str
-    source_id: str
-    language: str
-    title: str
-    original_format: SourceFormat
-    body: str
-    source_version: str
-    breadcrumb: str = ""
-    url: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
