@@ -27,6 +27,7 @@ BUNDLED_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab01
 BUNDLED_MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
 # Padded tokens per inference batch (32 full-length MiniLM chunks).
 DEFAULT_BATCH_TOKENS = 8192
+_COUNT_SLICE = 1024
 _BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "model" / "all-MiniLM-L6-v2"
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -198,7 +199,11 @@ class Embedder:
         result = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return result
-        lengths = self.count_tokens_batch(texts)
+        # Counted in slices: an Encoding keeps every token's string and offsets, so counting
+        # tens of thousands of texts at once would hold hundreds of MB just to read lengths.
+        lengths: list[int] = []
+        for start in range(0, len(texts), _COUNT_SLICE):
+            lengths += self.count_tokens_batch(texts[start : start + _COUNT_SLICE])
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
         for batch in token_bounded_batches(
             [lengths[i] for i in order], self.batch_size, self.batch_tokens
