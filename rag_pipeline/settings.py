@@ -243,6 +243,15 @@ class Settings(BaseSettings):
     )
     search_vector_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
     search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.5
+    search_model_languages: str = Field(
+        default="en",
+        description="Language prefixes the embedding model understands, comma-separated "
+        "('*' for a multilingual model); queries in other languages lean on the keyword leg.",
+    )
+    search_cross_language_vector_weight: Annotated[float, Field(ge=0, le=100)] = Field(
+        default=0.25,
+        description="The vector leg's weight for a query in a language the model does not know.",
+    )
     search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     search_ef_search: Annotated[int, Field(ge=10, le=1000)] = 100
     search_pool_size: Annotated[int, Field(ge=1, le=256)] = Field(

@@ -302,3 +302,15 @@ def test_the_module_search_function_uses_the_environment(
     assert hits[0].source_id == PARTNERS.source_id
     assert hits[0].explain is not None
     assert search("C_BPartner_ID", top_k=1, source_types=["wiki"]) == []
+
+
+def test_a_query_the_model_does_not_speak_leans_on_the_keyword_leg(
+    rag_home: Path, indexed_db: str, embedder: Embedder
+) -> None:
+    english_model = Searcher(_settings(rag_home, indexed_db), embedder=embedder)
+    assert english_model._vector_weight("en_US") == 1.0
+    assert english_model._vector_weight("es_CO") == 0.25
+    multilingual = Searcher(
+        _settings(rag_home, indexed_db, search_model_languages="*"), embedder=embedder
+    )
+    assert multilingual._vector_weight("es_CO") == 1.0
