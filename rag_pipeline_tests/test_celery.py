@@ -6,6 +6,7 @@ the result is compared with the in-process run of the same job (ops_support).
 """
 
 import math
+import os
 import signal
 import socket
 import subprocess
@@ -69,7 +70,7 @@ def workers(tmp_path: Path, rag_home: Path, pg_admin_uri: str) -> Iterator[tuple
                 "-Q",
                 "dagster",
                 "-n",
-                f"rag-test-{n}@%h",
+                f"rag-test-{n}-{os.getpid()}@%h",  # unique: another run may share the broker
                 "--prefetch-multiplier=1",
                 "-l",
                 "INFO",
