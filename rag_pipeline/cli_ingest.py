@@ -159,13 +159,10 @@ def _run_job(
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.locks import advisory_lock
 
-    instance = dagster_instance(settings)
     job = definitions.resolve_job_def(f"{source}_ingest_job")
-    # Dynamic partitions (one per folder, category, language; or a dimension of a multi-
-    # partition key) must be known to the instance before a run can use them.
-    register_partition_key(instance, job.partitions_def, partition_key)
     run_id = str(uuid.uuid4())
     summary = RunSummary(source, partition_key, success=False)
+    # The partition's run lock first: a second ingest of it leaves before touching anything.
     with (
         connect(ready_conninfo(settings), autocommit=True) as lock_conn,
         advisory_lock(lock_conn, "run", source, partition_key, wait=False) as acquired,
@@ -175,6 +172,10 @@ def _run_job(
                 f"{source}/{_short(partition_key)} is already being ingested by another process; "
                 "its result will be in `rag status` when it ends"
             )
+        instance = dagster_instance(settings)
+        # Dynamic partitions (one per folder, category, language; or a dimension of a multi-
+        # partition key) must be known to the instance before a run can use them.
+        register_partition_key(instance, job.partitions_def, partition_key)
         _execute_with_progress(
             instance,
             job,

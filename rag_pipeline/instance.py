@@ -118,8 +118,20 @@ def dagster_home(settings: Settings) -> Path:
 
 
 def dagster_instance(settings: Settings) -> Any:
-    """The persistent Dagster instance of `dagster_home(settings)`."""
+    """The persistent Dagster instance of `dagster_home(settings)`.
+
+    Two commands opening a new instance at once would both create its SQLite storage and one
+    fails (`UNIQUE constraint failed: alembic_version`): the first opening is serialised with
+    a file lock, and the storage is created before the lock is released.
+    """
+    import fcntl
+
     import dagster as dg
 
-    os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
-    return dg.DagsterInstance.get()
+    home = dagster_home(settings)
+    os.environ["DAGSTER_HOME"] = str(home)
+    with (home / ".rag-instance.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        instance = dg.DagsterInstance.get()
+        instance.get_runs(limit=1)  # creates or migrates the run storage now, under the lock
+    return instance
