@@ -391,32 +391,36 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
     def key(stage: str) -> str:
         return f"{source}_{stage}"
 
+    def stage_asset(stage: str, upstream: str, description: str, rule: str, about: str) -> Any:
+        """The decorator of a document stage: one upstream stage, one per-document rule."""
+        return dg.asset(
+            name=key(stage),
+            description=description,
+            partitions_def=partitions_def,
+            ins={"upstream": dg.AssetIn(key=key(upstream))},
+            io_manager_key="stage_io_manager",
+            kinds=KINDS,
+            group_name=source,
+            code_version=versions[stage],
+            automation_condition=DOWNSTREAM_AUTOMATION,
+            owners=OWNERS,
+            tags=stage_tags(source, stage),
+            check_specs=[_rule_spec(rule, key(stage), about)],
+        )
+
     # The stage assets carry check_specs, so Dagster sees several outputs: it rejects a
     # `MaterializeResult[StageOutput]` annotation and reads a bare `MaterializeResult` as "no
     # value". Unannotated, they return a MaterializeResult whose value is a StageOutput.
 
-    @dg.asset(
-        name=key("markdown"),
-        description=f"{source} documents as canonical Markdown, whatever their original format.",
-        partitions_def=partitions_def,
-        ins={"upstream": dg.AssetIn(key=key("raw"))},
-        io_manager_key="stage_io_manager",
-        kinds=KINDS,
-        group_name=source,
-        code_version=versions["markdown"],
-        automation_condition=DOWNSTREAM_AUTOMATION,
-        owners=OWNERS,
-        tags=stage_tags(source, "markdown"),
-        check_specs=[
-            _rule_spec(
-                NO_EDITORJS_SYNTAX,
-                key("markdown"),
-                "No Editor.js JSON structure (an object with `blocks`, or `type` + `data`) is "
-                "left in the prose of a converted Editor.js document. A document breaking it is "
-                "rejected (its previous version stays); prose that merely mentions the words "
-                "passes.",
-            )
-        ],
+    @stage_asset(
+        "markdown",
+        "raw",
+        f"{source} documents as canonical Markdown, whatever their original format.",
+        NO_EDITORJS_SYNTAX,
+        "No Editor.js JSON structure (an object with `blocks`, or `type` + `data`) is "
+        "left in the prose of a converted Editor.js document. A document breaking it is "
+        "rejected (its previous version stays); prose that merely mentions the words "
+        "passes.",
     )
     def markdown_asset(
         context: dg.AssetExecutionContext,
@@ -447,26 +451,13 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
             check_results=[_rule_check(NO_EDITORJS_SYNTAX, summary, "markdown")],
         )
 
-    @dg.asset(
-        name=key("sanitized"),
-        description=f"{source} Markdown cleaned for storage and embedding (sanitizer rules).",
-        partitions_def=partitions_def,
-        ins={"upstream": dg.AssetIn(key=key("markdown"))},
-        io_manager_key="stage_io_manager",
-        kinds=KINDS,
-        group_name=source,
-        code_version=versions["sanitized"],
-        automation_condition=DOWNSTREAM_AUTOMATION,
-        owners=OWNERS,
-        tags=stage_tags(source, "sanitized"),
-        check_specs=[
-            _rule_spec(
-                NO_FORBIDDEN_CHARACTERS,
-                key("sanitized"),
-                "No NUL, C0/C1 control or lone surrogate is left in a sanitized document or its "
-                "title. A document breaking it is rejected (its previous version stays).",
-            )
-        ],
+    @stage_asset(
+        "sanitized",
+        "markdown",
+        f"{source} Markdown cleaned for storage and embedding (sanitizer rules).",
+        NO_FORBIDDEN_CHARACTERS,
+        "No NUL, C0/C1 control or lone surrogate is left in a sanitized document or its "
+        "title. A document breaking it is rejected (its previous version stays).",
     )
     def sanitized_asset(
         context: dg.AssetExecutionContext,
@@ -503,26 +494,13 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
             check_results=[_rule_check(NO_FORBIDDEN_CHARACTERS, summary, "sanitized")],
         )
 
-    @dg.asset(
-        name=key("chunks"),
-        description=f"{source} sections (parents) and token-bounded chunks to embed.",
-        partitions_def=partitions_def,
-        ins={"upstream": dg.AssetIn(key=key("sanitized"))},
-        io_manager_key="stage_io_manager",
-        kinds=KINDS,
-        group_name=source,
-        code_version=versions["chunks"],
-        automation_condition=DOWNSTREAM_AUTOMATION,
-        owners=OWNERS,
-        tags=stage_tags(source, "chunks"),
-        check_specs=[
-            _rule_spec(
-                CHUNKS_WITHIN_BUDGET,
-                key("chunks"),
-                "Every chunk fits the embedding model's maximum sequence length, so the model "
-                "never silently truncates text. A document breaking it is rejected.",
-            )
-        ],
+    @stage_asset(
+        "chunks",
+        "sanitized",
+        f"{source} sections (parents) and token-bounded chunks to embed.",
+        CHUNKS_WITHIN_BUDGET,
+        "Every chunk fits the embedding model's maximum sequence length, so the model "
+        "never silently truncates text. A document breaking it is rejected.",
     )
     def chunks_asset(
         context: dg.AssetExecutionContext,
