@@ -210,7 +210,7 @@ def register(main: click.Group) -> None:
     def evaluate_command(
         queries_file: Path, qrels_file: Path, mode: str | None, as_json: bool
     ) -> None:
-        """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10."""
+        """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1."""
         from rag_pipeline.search.evaluation import METRICS, evaluate, load_qrels, load_queries
 
         with _one_line_errors():

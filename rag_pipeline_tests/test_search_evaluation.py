@@ -21,6 +21,7 @@ def test_a_perfect_ranking_scores_one() -> None:
         "recall@5": 1.0,
         "recall@10": 1.0,
         "mrr@10": 1.0,
+        "hit@1": 1.0,
     }
 
 
@@ -30,6 +31,7 @@ def test_graded_gains_and_positions() -> None:
     ideal = 2 + 1 / math.log2(3)
     assert found["ndcg@10"] == pytest.approx(dcg / ideal)
     assert found["mrr@10"] == pytest.approx(1 / 2)
+    assert found["hit@1"] == 0.0
     assert found["recall@5"] == 1.0
 
 
@@ -40,6 +42,7 @@ def test_answers_below_the_cutoffs_do_not_count() -> None:
         "recall@5": 0.0,
         "recall@10": 0.0,
         "mrr@10": 0.0,
+        "hit@1": 0.0,
     }
     assert metrics([*ranking[:5], A], {A: 1})["recall@10"] == 1.0
     assert metrics([*ranking[:5], A], {A: 1})["recall@5"] == 0.0

@@ -1,4 +1,4 @@
-"""Every search mode on the labelled set: nDCG@10 / Recall@5 / MRR@10, English, Spanish, all.
+"""Every search mode on the labelled set: nDCG@10, Recall@5/10, MRR@10, hit@1 per language.
 
     python benchmarks/eval/measure.py [--shared ../shared] [--home DIR] [--keep]
 
@@ -99,7 +99,9 @@ def main() -> None:
         )
     queries = load_queries(HERE / "queries.jsonl")
     qrels = load_qrels(HERE / "qrels.tsv")
-    print(f"{'mode':<22}{'language':<10}{'nDCG@10':>9}{'R@5':>7}{'R@10':>7}{'MRR@10':>8}")
+    print(
+        f"{'mode':<22}{'language':<10}{'nDCG@10':>9}{'R@5':>7}{'R@10':>7}{'MRR@10':>8}{'hit@1':>7}"
+    )
     for name, kwargs, extra in CONFIGS:
         if args.only and args.only not in name:
             continue
@@ -117,7 +119,7 @@ def main() -> None:
         for language, values in [*report.by_language.items(), ("all", report.overall)]:
             print(
                 f"{name:<22}{language:<10}{values['ndcg@10']:>9.3f}{values['recall@5']:>7.3f}"
-                f"{values['recall@10']:>7.3f}{values['mrr@10']:>8.3f}"
+                f"{values['recall@10']:>7.3f}{values['mrr@10']:>8.3f}{values['hit@1']:>7.3f}"
             )
 
 

@@ -1,4 +1,4 @@
-"""Retrieval quality on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10.
+"""Retrieval quality on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1.
 
 Inputs, the usual TREC-style pair:
 
@@ -25,7 +25,7 @@ from rag_pipeline.search.engine import SearchHit
 
 DocKey = tuple[str, str]  # (source_type, source_id)
 Qrels = Mapping[str, Mapping[DocKey, int]]
-METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10")
+METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@1")
 
 
 class EvaluationInputError(ValueError):
@@ -128,7 +128,7 @@ def rank_documents(hits: Sequence[SearchHit], labelled: Mapping[DocKey, int]) ->
 
 
 def metrics(ranked: Sequence[DocKey], labelled: Mapping[DocKey, int]) -> dict[str, float]:
-    """nDCG@10, Recall@5, Recall@10 and MRR@10 of one ranking."""
+    """nDCG@10, Recall@5, Recall@10, MRR@10 and hit@1 (a relevant first document)."""
     relevant = {key for key, grade in labelled.items() if grade > 0}
     gains = [max(labelled.get(key, 0), 0) for key in ranked[:10]]
     dcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(gains))
@@ -144,6 +144,7 @@ def metrics(ranked: Sequence[DocKey], labelled: Mapping[DocKey, int]) -> dict[st
         "recall@5": recall(5),
         "recall@10": recall(10),
         "mrr@10": 1 / (first + 1) if first is not None else 0.0,
+        "hit@1": 1.0 if first == 0 else 0.0,
     }
 
 
