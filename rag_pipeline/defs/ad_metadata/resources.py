@@ -2,23 +2,16 @@
 
 from pydantic import Field
 
-from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.defs.idempiere import IdempiereSourceResource
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.sources.idempiere.ad import ENTITY_TYPES, ADSource
 from rag_pipeline.sources.idempiere.connection import resolve_idempiere_conninfo
 
 
-class ADSourceResource(SourceResource):
-    """The Application Dictionary of the iDempiere database.
+class ADSourceResource(IdempiereSourceResource):
+    """The Application Dictionary of the iDempiere database, one partition per entity type
+    and language (`entity|language`)."""
 
-    The connection comes from IDEMPIERE_DB_* when a run starts (never shown in the UI); with
-    none set, the demo iDempiere database in the embedded server is used.
-    """
-
-    languages: str = Field(
-        default="en_US",
-        description="RAG_LANGUAGES: AD_Language codes, comma-separated; all = every language",
-    )
     entity_types: str = Field(
         default=",".join(ENTITY_TYPES),
         description="Entity types indexed, comma-separated: " + ", ".join(ENTITY_TYPES),
@@ -38,11 +31,3 @@ class ADSourceResource(SourceResource):
             languages=settings.language_list,
             entity_types=entities,
         )
-
-    def partition_keys(self) -> list[str]:
-        """`entity|language` for every configured entity type and language."""
-        source = self.build()
-        try:
-            return source.partition_keys()
-        finally:
-            source.close()

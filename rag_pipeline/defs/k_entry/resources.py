@@ -2,23 +2,15 @@
 
 from pydantic import Field
 
-from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.defs.idempiere import IdempiereSourceResource
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.sources.idempiere.connection import resolve_idempiere_conninfo
 from rag_pipeline.sources.idempiere.k_entry import KEntrySource
 
 
-class KEntrySourceResource(SourceResource):
-    """Knowledge-base entries (K_Entry) of the iDempiere database.
+class KEntrySourceResource(IdempiereSourceResource):
+    """Knowledge-base entries (K_Entry) of the iDempiere database, one partition per language."""
 
-    The connection comes from IDEMPIERE_DB_* when a run starts (never shown in the UI); with
-    none set, the demo iDempiere database in the embedded server is used.
-    """
-
-    languages: str = Field(
-        default="en_US",
-        description="RAG_LANGUAGES: AD_Language codes, comma-separated; all = every language",
-    )
     client_ids: str = Field(
         default="1000014,11",
         description="RAG_KENTRY_CLIENT_IDS: AD_Client_IDs whose entries are indexed",
@@ -34,11 +26,3 @@ class KEntrySourceResource(SourceResource):
         # Validated like the environment variables, so an error names the setting to fix.
         settings = load_settings(languages=self.languages, kentry_client_ids=self.client_ids)
         return KEntrySource.from_settings(settings, resolve_idempiere_conninfo(settings))
-
-    def partition_keys(self) -> list[str]:
-        """The configured languages (`all` resolved in the database)."""
-        source = self.build()
-        try:
-            return source.partition_keys()
-        finally:
-            source.close()

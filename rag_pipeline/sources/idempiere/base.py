@@ -1,6 +1,7 @@
 """What both iDempiere sources share: a lazy read-only connection and language partitions."""
 
 import itertools
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -40,6 +41,18 @@ class IdempiereSource(Source):
     def languages(self) -> list[str]:
         """The AD_Language codes this configuration indexes (`all` resolved in the database)."""
         return resolve_languages(self.conn, self._configured_languages, self.trl_tables)
+
+    @abstractmethod
+    def partition_keys(self) -> list[str]:
+        """The partitions this configuration covers."""
+
+    @abstractmethod
+    def change_token(self, partition_key: str) -> str:
+        """A cheap fingerprint of a partition's rows: it moves when any of them changes."""
+
+    def change_tokens(self) -> dict[str, str]:
+        """Every partition's change token."""
+        return {key: self.change_token(key) for key in self.partition_keys()}
 
     def close(self) -> None:
         """Close the connection (a later call opens a new one)."""
