@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
     embedding_batch_tokens: Annotated[int, Field(ge=256, le=1_048_576)] = Field(
-        default=8192, description="Padded tokens per inference batch: bounds the model's memory."
+        default=1024, description="Padded tokens per inference batch: bounds the model's memory."
     )
     embedding_max_tokens: Annotated[int, Field(ge=16, le=8192)] | None = Field(
         default=None, description="Override of the model's maximum sequence length."

@@ -20,7 +20,7 @@ class EmbedderResource(dg.ConfigurableResource):
     threads: int | None = Field(default=None, description="RAG_EMBEDDING_THREADS")
     batch_size: int = Field(default=64, description="RAG_EMBEDDING_BATCH_SIZE: texts per batch")
     batch_tokens: int = Field(
-        default=8192, description="RAG_EMBEDDING_BATCH_TOKENS: padded tokens per batch"
+        default=1024, description="RAG_EMBEDDING_BATCH_TOKENS: padded tokens per batch"
     )
     chunk_target_tokens: int = Field(default=200, description="RAG_CHUNK_TARGET_TOKENS")
     chunk_overlap_sentences: int = Field(default=1, description="RAG_CHUNK_OVERLAP_SENTENCES")
