@@ -314,3 +314,43 @@ def test_a_query_the_model_does_not_speak_leans_on_the_keyword_leg(
         _settings(rag_home, indexed_db, search_model_languages="*"), embedder=embedder
     )
     assert multilingual._vector_weight("es_CO") == 1.0
+
+
+def test_language_versions_of_a_document_are_one_hit_in_the_querys_language(
+    rag_home: Path, database_url: str, embedder: Embedder
+) -> None:
+    # One window in two languages, the Spanish one partly an untranslated copy (as the
+    # dictionary's translation fallback makes them), beside another window.
+    english = Doc(
+        "ad_metadata",
+        "AD_Window:141",
+        "Payment Term",
+        "# Payment Term\n\nMaintain payment terms: net days and discounts for early payment.\n",
+    )
+    spanish = Doc(
+        "ad_metadata",
+        "AD_Window:141",
+        "Término de Pago",
+        "# Término de Pago\n\nMantener términos de pago: días netos y descuentos por pronto "
+        "pago. Maintain payment terms: net days and discounts for early payment.\n",
+        language="es_CO",
+    )
+    other = Doc(
+        "ad_metadata",
+        "AD_Window:233",
+        "Discount Schema",
+        "# Discount Schema\n\nDiscounts on prices and quantity breaks.\n",
+    )
+    index_documents(database_url, [english, spanish, other], embedder)
+    searcher = Searcher(_settings(rag_home, database_url), embedder=embedder)
+
+    for mode in MODES:
+        hits = searcher.search("net days and discount for early payment", mode=mode, top_k=5)  # type: ignore[arg-type]
+        versions = [(h.source_id, h.language) for h in hits if h.source_id == "AD_Window:141"]
+        assert versions == [("AD_Window:141", "en_US")], mode
+    spanish_hits = searcher.search("términos de pago con descuento por pronto pago", top_k=5)
+    assert (spanish_hits[0].source_id, spanish_hits[0].language) == ("AD_Window:141", "es_CO")
+    assert sum(h.source_id == "AD_Window:141" for h in spanish_hits) == 1
+    # A language filter still reaches the other version.
+    only_spanish = searcher.search("net days", languages=["es"], top_k=5)
+    assert [(h.source_id, h.language) for h in only_spanish] == [("AD_Window:141", "es_CO")]

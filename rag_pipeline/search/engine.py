@@ -231,6 +231,7 @@ class Searcher:
         return {
             "qv": vector,
             "cfg": query.ts_config,
+            "query_language": query.language.split("_")[0].split("-")[0].lower(),
             "qtext": query.text,
             "idents": list(query.identifiers),
             "source_types": list(source_types) if source_types else None,

@@ -16,6 +16,9 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
+
+Then one hit per section across a document's language versions, in the query's language when
+that version matched.
 """
 
 from typing import Literal, LiteralString, cast
@@ -158,11 +161,15 @@ fused AS (
     FROM kw
 )"""
 
+# One hit per section across a document's language versions (same source type and id, e.g. a
+# window in en_US and es_CO, or an untranslated es_CO copy of it): the version in the query's
+# language when it matched, else the best one, with the best version's score.
 _SELECT = """
 SELECT * FROM (
-    SELECT d.source_type, d.source_id, d.language, d.title, d.breadcrumb,
+    SELECT DISTINCT ON (d.source_type, d.source_id, s.ordinal)
+           d.source_type, d.source_id, d.language, d.title, d.breadcrumb,
            s.title AS section_title, s.heading_path, d.url,
-           f.score,
+           max(f.score) OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
            c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,
            d.id AS document_id, s.id AS section_id, c.id AS chunk_id,
            f.v_rank, f.v_score, f.k_rank, f.k_score, {vec_count} AS vec_count
@@ -170,6 +177,8 @@ SELECT * FROM (
     JOIN rag.chunks c ON c.id = f.chunk_id
     JOIN rag.sections s ON s.id = f.section_id
     JOIN rag.documents d ON d.id = c.document_id
+    ORDER BY d.source_type, d.source_id, s.ordinal,
+             lower(split_part(d.language, '_', 1)) = %(query_language)s DESC, f.score DESC, c.id
 ) AS hits
 WHERE %(min_score)s::float8 IS NULL OR score >= %(min_score)s::float8
 ORDER BY score DESC, chunk_id
