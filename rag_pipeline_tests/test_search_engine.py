@@ -2,6 +2,8 @@
 identifiers, Spanish, bad input and the connection pool."""
 
 import threading
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -354,3 +356,73 @@ def test_language_versions_of_a_document_are_one_hit_in_the_querys_language(
     # A language filter still reaches the other version.
     only_spanish = searcher.search("net days", languages=["es"], top_k=5)
     assert [(h.source_id, h.language) for h in only_spanish] == [("AD_Window:141", "es_CO")]
+
+
+@pytest.fixture(scope="module")
+def titled_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
+    """Dictionary-like windows whose names join words with slashes or contain each other."""
+    name = f"titled_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = pg_admin_uri.replace("/postgres?", f"/{name}?")
+    # Shaped like the dictionary's pages: the window of the name has a long help text, the
+    # import process of nearly the same name only a line, which BM25 favours.
+    price_list_help = (
+        "The window lets you build product price lists for your business partners. A list "
+        "decides the currency and the tax treatment of the prices. Versions of a list keep "
+        "parallel prices for different date ranges, and the newest version valid on the "
+        "document date is used. Every version holds three prices per product: list, "
+        "standard and limit. Start with a base list, enter products and prices by hand or "
+        "let them be created, then derive other lists from it with a schema of discounts."
+    )
+    docs = [
+        Doc(
+            "files",
+            "ad/window/194.md",
+            "Bank/Cash Statement",
+            "# Bank/Cash Statement\n\nReconcile what the bank reported.\n",
+        ),
+        Doc(
+            "files",
+            "ad/window/146.md",
+            "Price List",
+            f"# Price List\n\nMaintain product price lists.\n\n{price_list_help}\n",
+        ),
+        Doc(
+            "files",
+            "ad/process/53163.md",
+            "Import Price Lists",
+            "# Import Price Lists\n\nImports price lists from a file into the application.\n",
+        ),
+        Doc(
+            "files",
+            "ad/window/337.md",
+            "Price List Schema",
+            "# Price List Schema\n\nMaintain price list schema: the calculation rules for "
+            "price lists.\n",
+        ),
+    ]
+    index_documents(url, docs, embedder)
+    yield url
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_words_joined_by_a_slash_are_found_alone(
+    rag_home: Path, titled_db: str, embedder: Embedder, mode: str
+) -> None:
+    searcher = Searcher(_settings(rag_home, titled_db), embedder=embedder)
+    hits = searcher.search("cash", mode=mode, top_k=3)  # type: ignore[arg-type]
+    assert [h.source_id for h in hits][:1] == ["ad/window/194.md"]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_query_that_is_a_title_finds_that_document_first(
+    rag_home: Path, titled_db: str, embedder: Embedder, mode: str
+) -> None:
+    searcher = Searcher(_settings(rag_home, titled_db), embedder=embedder)
+    hits = searcher.search("price list", mode=mode, top_k=3, explain=True)  # type: ignore[arg-type]
+    assert hits[0].source_id == "ad/window/146.md"
+    # The other windows, whose bodies say "price list" more often, follow.
+    assert {h.source_id for h in hits[1:]} == {"ad/process/53163.md", "ad/window/337.md"}

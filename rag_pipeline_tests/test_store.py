@@ -75,6 +75,56 @@ def test_a_database_of_the_first_release_upgrades_to_partition_free_identity(
     ]
 
 
+def test_an_index_of_release_three_is_reread_with_slashed_words_split(database_url: str) -> None:
+    with connect(database_url) as conn:
+        conn.execute("CREATE SCHEMA rag")
+        conn.execute(
+            "CREATE TABLE rag.schema_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in available_migrations()[:3]:
+            conn.execute(migration.sql.encode())
+            conn.execute(
+                "INSERT INTO rag.schema_migrations VALUES (%s, %s)",
+                (migration.version, migration.name),
+            )
+        ensure_model(conn, "model-a", 3, force=False)
+        conn.execute(
+            "INSERT INTO rag.documents (id, source_type, doc_key, source_id,"
+            " language, title, original_format, source_version, content_hash, input_hash,"
+            " sanitizer_version, chunker_fingerprint, model_id, body)"
+            " VALUES ('d', 'files', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
+            " 'c', 'model-a', 'b')"
+        )
+        conn.execute("INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)")
+        conn.execute(
+            "INSERT INTO rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
+            " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
+            " embedding, ts_config) VALUES ('c', 'd', 's', 'files', 'en', 0,"
+            " 'Bank/Cash Statement', 'Ship/Receipt confirm', 'b', 3, 0, 1, 'x', '[1,0,0]',"
+            " 'english')"
+        )
+        conn.execute("SELECT rag.refresh_term_stats()")
+        conn.commit()
+        before = conn.execute("SELECT tsv::text FROM rag.chunks").fetchone()
+        generation = conn.execute("SELECT generation FROM rag.search_stats").fetchone()
+        applied = migrate(conn)
+        after = conn.execute("SELECT tsv::text FROM rag.chunks").fetchone()
+        moved = conn.execute("SELECT last_value FROM rag.chunks_generation").fetchone()
+        found = conn.execute(
+            "SELECT count(*) FROM rag.chunks WHERE tsv @@ to_tsquery('english', 'cash & receipt')"
+        ).fetchone()
+    assert applied == [4]
+    assert before is not None
+    assert "'bank/cash'" in before[0]
+    assert after == ("'bank':1A 'cash':2A 'confirm':6B 'receipt':5B 'ship':4B 'statement':3A",)
+    assert found == (1,)
+    # The statistics were built from the old lexemes: the generation moved, so they rebuild.
+    assert generation is not None
+    assert moved is not None
+    assert moved[0] > generation[0]
+
+
 def test_model_binds_vector_dimension_and_hnsw_index(database_url: str) -> None:
     with connect(database_url) as conn:
         migrate(conn)

@@ -46,6 +46,9 @@ _KEYWORD_SCAN = 2000
 _K1 = 0.9
 _B = 0.4
 _IDENT_BOOST = 1.0
+# A keyword candidate whose document or section title is exactly the query gets its IDF sum
+# this many times more (queries.py, kw_titled): known-item searches find the named thing first.
+_TITLE_BOOST = 1.0
 # Below this many chunks the vector leg compares every vector (a few ms): exact, and the same
 # on every copy of the data, where an HNSW graph depends on the order rows were inserted in.
 _EXACT_VECTORS_BELOW = 5000
@@ -244,6 +247,7 @@ class Searcher:
             "k1": _K1,
             "b": _B,
             "ident_boost": _IDENT_BOOST,
+            "title_boost": _TITLE_BOOST,
             "wv": self._vector_weight(query.language),
             "wk": settings.search_keyword_weight,
             "rrf_k": settings.search_rrf_k,

@@ -12,7 +12,9 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   found in the chunk adds its own IDF times `ident_boost`. Candidates come from the rarest
   lexemes first, up to `kw_limit` matching chunks (and at most `kw_scan` in all), so a query
   full of common words cannot make the leg score half the corpus; common words still count
-  in the score of the chunks found.
+  in the score of the chunks found. Text and query are read with slashes as spaces
+  (`rag.keyword_text`, m004). A section whose document or own title is exactly the query
+  gets the query's IDF sum again (`title_boost`).
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
@@ -63,7 +65,7 @@ stats AS (
 terms AS (
     SELECT t.lexeme, coalesce(s.df, 0) AS df, rag.lexeme_query(t.lexeme) AS tq,
            {term_idf} AS idf
-    FROM unnest(to_tsvector(%(cfg)s::regconfig, %(qtext)s)) AS t
+    FROM unnest(to_tsvector(%(cfg)s::regconfig, rag.keyword_text(%(qtext)s))) AS t
     CROSS JOIN stats st
     LEFT JOIN rag.term_stats s ON s.lexeme = t.lexeme
 ),
@@ -100,10 +102,32 @@ kw_scored AS (
            ), 0) AS score
     FROM kw_raw r CROSS JOIN stats st
 ),
+kw_best AS (
+    SELECT DISTINCT ON (section_id) section_id, id, score
+    FROM kw_scored ORDER BY section_id, score DESC, id
+),
+kw_titled AS (
+    -- A query that is exactly a title (the same lexemes, no more, no fewer: "price list",
+    -- "GL Journal") names what it looks for: the document or section of that title gets its
+    -- IDF sum again, so "Price List" goes before "Import Price Lists". A question is never a
+    -- title, so this changes known-item searches only (and is skipped past 8 words).
+    SELECT b.section_id, b.id, b.score + CASE WHEN (SELECT count(*) FROM terms) > 8 THEN 0
+           ELSE %(title_boost)s * coalesce((
+               SELECT max((
+                   SELECT sum(t.idf) FROM terms t WHERE titles.v @@ t.tq
+                   HAVING count(*) = length(titles.v) AND count(*) = (SELECT count(*) FROM terms)
+               ))
+               FROM (VALUES (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(d.title))),
+                            (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(s.title))))
+                    AS titles (v)
+           ), 0) END AS score
+    FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
+    JOIN rag.sections s ON s.id = b.section_id
+    JOIN rag.documents d ON d.id = s.document_id
+),
 kw AS (
     SELECT section_id, id AS chunk_id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
-    FROM (SELECT DISTINCT ON (section_id) section_id, id, score
-          FROM kw_scored ORDER BY section_id, score DESC, id) AS best
+    FROM kw_titled
     ORDER BY score DESC, id
     LIMIT %(leg_sections)s
 )"""
