@@ -360,7 +360,8 @@ def test_language_versions_of_a_document_are_one_hit_in_the_querys_language(
 
 @pytest.fixture(scope="module")
 def titled_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
-    """Dictionary-like windows whose names join words with slashes or contain each other."""
+    """Dictionary-like windows whose names join words with slashes, contain each other or
+    carry accents."""
     name = f"titled_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -396,6 +397,14 @@ def titled_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
         ),
         Doc(
             "files",
+            "ad/window/200119.es_CO.md",
+            "Facturación Electrónica",
+            "# Facturación Electrónica\n\nConfigurar la facturación electrónica y sus "
+            "categorías de documentos.\n",
+            language="es_CO",
+        ),
+        Doc(
+            "files",
             "ad/window/337.md",
             "Price List Schema",
             "# Price List Schema\n\nMaintain price list schema: the calculation rules for "
@@ -426,3 +435,15 @@ def test_a_query_that_is_a_title_finds_that_document_first(
     assert hits[0].source_id == "ad/window/146.md"
     # The other windows, whose bodies say "price list" more often, follow.
     assert {h.source_id for h in hits[1:]} == {"ad/process/53163.md", "ad/window/337.md"}
+
+
+@pytest.mark.parametrize("query", ["facturacion electronica", "categorias de la facturacion"])
+def test_spanish_typed_without_accents_finds_the_accented_text(
+    rag_home: Path, titled_db: str, embedder: Embedder, query: str
+) -> None:
+    searcher = Searcher(_settings(rag_home, titled_db), embedder=embedder)
+    hits = searcher.search(query, mode="keyword", top_k=3)
+    assert [h.source_id for h in hits][:1] == ["ad/window/200119.es_CO.md"]
+    # Typed with them, the stemmed words match as before.
+    accented = searcher.search("facturación electrónica", mode="keyword", top_k=3)
+    assert accented[0].source_id == "ad/window/200119.es_CO.md"

@@ -75,7 +75,7 @@ def test_a_database_of_the_first_release_upgrades_to_partition_free_identity(
     ]
 
 
-def test_an_index_of_release_three_is_reread_with_slashed_words_split(database_url: str) -> None:
+def test_an_index_of_release_three_is_reread_with_split_and_folded_words(database_url: str) -> None:
     with connect(database_url) as conn:
         conn.execute("CREATE SCHEMA rag")
         conn.execute(
@@ -102,14 +102,16 @@ def test_an_index_of_release_three_is_reread_with_slashed_words_split(database_u
             " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
             " embedding, ts_config) VALUES ('c', 'd', 's', 'files', 'en', 0,"
             " 'Bank/Cash Statement', 'Ship/Receipt confirm', 'b', 3, 0, 1, 'x', '[1,0,0]',"
-            " 'english')"
+            " 'english'), ('c2', 'd', 's', 'files', 'es', 1, 'Facturación', 'del año', 'b', 3,"
+            " 0, 1, 'y', '[0,1,0]', 'spanish')"
         )
         conn.execute("SELECT rag.refresh_term_stats()")
         conn.commit()
-        before = conn.execute("SELECT tsv::text FROM rag.chunks").fetchone()
+        before = conn.execute("SELECT tsv::text FROM rag.chunks WHERE id = 'c'").fetchone()
         generation = conn.execute("SELECT generation FROM rag.search_stats").fetchone()
         applied = migrate(conn)
-        after = conn.execute("SELECT tsv::text FROM rag.chunks").fetchone()
+        after = conn.execute("SELECT tsv::text FROM rag.chunks WHERE id = 'c'").fetchone()
+        folded = conn.execute("SELECT tsv::text FROM rag.chunks WHERE id = 'c2'").fetchone()
         moved = conn.execute("SELECT last_value FROM rag.chunks_generation").fetchone()
         found = conn.execute(
             "SELECT count(*) FROM rag.chunks WHERE tsv @@ to_tsquery('english', 'cash & receipt')"
@@ -119,6 +121,8 @@ def test_an_index_of_release_three_is_reread_with_slashed_words_split(database_u
     assert "'bank/cash'" in before[0]
     assert after == ("'bank':1A 'cash':2A 'confirm':6B 'receipt':5B 'ship':4B 'statement':3A",)
     assert found == (1,)
+    # Words with diacritics are indexed both ways (the stem, and the word without them).
+    assert folded == ("'ano':5B 'año':3B 'factur':1A 'facturacion':4A",)
     # The statistics were built from the old lexemes: the generation moved, so they rebuild.
     assert generation is not None
     assert moved is not None

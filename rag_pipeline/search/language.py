@@ -28,7 +28,7 @@ _FUNCTION_WORDS = {
     ),
     "es_CO": _words(
         "el la los las un una de del que en es son cómo como qué cuál dónde por para con "
-        "se y o no al lo su sus puedo debo hay esta este"
+        "se y o no al lo su sus puedo debo hay esta este donde cual cuales cuando"
     ),
     "hu_HU": _words("a az egy és hogy nem van mi mit hol hogyan melyik meg is ez azt"),
     "sk_SK": _words("a je sú ako čo kde prečo na sa v vo z zo pre do ten táto"),
