@@ -12,8 +12,9 @@
 3. 500 queries (the labelled questions, dictionary names, identifiers, sentence fragments) run
    through `Searcher.search` in each mode, first from one client, then from 8 threads sharing
    one Searcher; the query-vector cache is off, so every vector/hybrid query embeds its text.
-4. HNSW recall@10 against exact search for 200 query vectors, index sizes, and the wall time
-   of a cold `rag search` process.
+4. HNSW recall@10 against exact search for 200 query vectors, index sizes, how often the
+   keyword leg's scan budget changes its top 10 against scoring every match, and the wall
+   time of a cold `rag search` process.
 """
 
 import argparse
@@ -330,8 +331,32 @@ def measure(url, args, settings, embedder, base_docs, base_chunks, rng) -> None:
         f"\nHNSW recall@10 against exact search (ef_search {settings.search_ef_search}): "
         f"{recall:.3f}"
     )
+    keyword_agreement(url, settings, embedder, queries[:300])
     cold = cold_process(url, args.home)
     print(f"cold `rag search` process: {' / '.join(f'{s:.2f}' for s in cold)} s (3 runs)")
+
+
+def keyword_agreement(url: str, settings, embedder, queries: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """How far the keyword leg's scan budget changes its top 10 against scoring every match."""
+    from rag_pipeline.search.engine import _KEYWORD_SCAN, Searcher
+
+    def top10(scan: int) -> list[list[str]]:
+        searcher = Searcher(settings, embedder=embedder, conninfo=url, keyword_scan=scan)
+        return [
+            [h.section_id for h in searcher.search(q, mode="keyword", top_k=10)] for q in queries
+        ]
+
+    every = top10(10_000_000)
+    for scan in (_KEYWORD_SCAN, 2 * _KEYWORD_SCAN):
+        budget = top10(scan)
+        overlap = [
+            len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(budget, every, strict=True)
+        ]
+        first = [a[:1] == b[:1] for a, b in zip(budget, every, strict=True)]
+        print(
+            f"keyword leg, {scan:,} chunks scored: top 10 shared with scoring every match "
+            f"{sum(overlap) / len(overlap):.3f}, same first hit {sum(first) / len(first):.3f}"
+        )
 
 
 def hnsw_recall(url: str, vectors: list[np.ndarray], ef_search: int) -> float:

@@ -10,9 +10,9 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   2.5 x body B) and already saturates; it is scaled so one body occurrence counts 1, then
   BM25's k1/b length normalisation applies over the chunk's token count. An identifier term
   found in the chunk adds its own IDF times `ident_boost`. Candidates come from the rarest
-  lexemes first, up to `kw_limit` matching chunks (and at most `kw_scan` in all), so a query
-  full of common words cannot make the leg score half the corpus; common words still count
-  in the score of the chunks found. Text and query are read with slashes as spaces
+  lexemes first, while their chunks together are at most `kw_scan`, so a query full of common
+  words cannot make the leg score half the corpus; common words still count in the score of
+  the chunks found. Text and query are read with slashes as spaces
   (`rag.keyword_text`, m004). A section whose document or own title is exactly the query
   gets the query's IDF sum again (`title_boost`).
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
@@ -71,8 +71,10 @@ terms AS (
 ),
 picked AS (
     SELECT rag.tsquery_or_agg(tq) AS q
-    FROM (SELECT tq, sum(df) OVER (ORDER BY df, lexeme) - df AS before FROM terms) AS x
-    WHERE before < %(kw_limit)s
+    FROM (SELECT tq, df, sum(df) OVER (ORDER BY df, lexeme) - df AS before FROM terms) AS x
+    -- The rarest lexeme always; the next ones while all of them together stay within the
+    -- scan, so the LIMIT below never drops chunks at random that a rarer lexeme matched.
+    WHERE before = 0 OR before + df <= %(kw_scan)s
 ),
 all_terms AS (SELECT rag.tsquery_or_agg(tq) AS q FROM terms),
 ident_terms AS (
