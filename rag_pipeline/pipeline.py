@@ -119,7 +119,6 @@ def source_definitions(
     job = dg.define_asset_job(
         f"{source_type}_ingest_job",
         selection=dg.AssetSelection.groups(source_type),
-        partitions_def=partitions_def,
         description=description,
         # In process by default: steps of one partition are short, a process per step would
         # cost more than the work. RAG_EXECUTOR=multiprocess|celery scales out (executors.py).
