@@ -16,6 +16,23 @@ from rag_pipeline.store.migrations import (
     stored_model,
 )
 
+_CHUNK_COLUMNS = (
+    "id, document_id, section_id, source_type, language, ordinal, heading, text, embedded_text,"
+    " token_count, start_char, end_char, text_sha256"
+)
+
+
+def _document_and_section(conn: psycopg.Connection) -> None:
+    """Document 'd' (model-a) with section 's', for chunks to point at."""
+    conn.execute(
+        "INSERT INTO rag.documents (id, source_type, doc_key, source_id,"
+        " language, title, original_format, source_version, content_hash, input_hash,"
+        " sanitizer_version, chunker_fingerprint, model_id, body)"
+        " VALUES ('d', 'files', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
+        " 'c', 'model-a', 'b')"
+    )
+    conn.execute("INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)")
+
 
 def test_migrations_are_numbered_and_idempotent(database_url: str) -> None:
     versions = [m.version for m in available_migrations()]
@@ -89,18 +106,10 @@ def test_an_index_of_release_three_is_reread_with_split_and_folded_words(databas
                 (migration.version, migration.name),
             )
         ensure_model(conn, "model-a", 3, force=False)
+        _document_and_section(conn)
         conn.execute(
-            "INSERT INTO rag.documents (id, source_type, doc_key, source_id,"
-            " language, title, original_format, source_version, content_hash, input_hash,"
-            " sanitizer_version, chunker_fingerprint, model_id, body)"
-            " VALUES ('d', 'files', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
-            " 'c', 'model-a', 'b')"
-        )
-        conn.execute("INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)")
-        conn.execute(
-            "INSERT INTO rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
-            " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
-            " embedding, ts_config) VALUES ('c', 'd', 's', 'files', 'en', 0,"
+            f"INSERT INTO rag.chunks ({_CHUNK_COLUMNS}, embedding, ts_config)"
+            " VALUES ('c', 'd', 's', 'files', 'en', 0,"
             " 'Bank/Cash Statement', 'Ship/Receipt confirm', 'b', 3, 0, 1, 'x', '[1,0,0]',"
             " 'english'), ('c2', 'd', 's', 'files', 'es', 1, 'Facturación', 'del año', 'b', 3,"
             " 0, 1, 'y', '[0,1,0]', 'spanish')"
@@ -153,18 +162,10 @@ def test_model_change_with_vectors_stored_is_an_error_unless_forced(database_url
     with connect(database_url) as conn:
         migrate(conn)
         ensure_model(conn, "model-a", 3, force=False)
+        _document_and_section(conn)
         conn.execute(
-            "INSERT INTO rag.documents (id, source_type, doc_key, source_id,"
-            " language, title, original_format, source_version, content_hash, input_hash,"
-            " sanitizer_version, chunker_fingerprint, model_id, body)"
-            " VALUES ('d', 'files', 'k', 'k', 'en', 't', 'markdown', 'v', 'h', 'i', 's',"
-            " 'c', 'model-a', 'b')"
-        )
-        conn.execute("INSERT INTO rag.sections VALUES ('s', 'd', 0, 't', '{}', 'b', 0, 1)")
-        conn.execute(
-            "INSERT INTO rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
-            " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
-            " embedding) VALUES ('c', 'd', 's', 'files', 'en', 0, 't', 'b', 'b', 3, 0, 1, 'x',"
+            f"INSERT INTO rag.chunks ({_CHUNK_COLUMNS}, embedding)"
+            " VALUES ('c', 'd', 's', 'files', 'en', 0, 't', 'b', 'b', 3, 0, 1, 'x',"
             " '[1,0,0]')"
         )
         conn.commit()
