@@ -31,9 +31,21 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from xml.sax.saxutils import escape
 
+import pytest
 from markdown_it import MarkdownIt
 
 SHARED_WIKI_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "wiki"
+
+
+def shared_wiki_file(*parts: str) -> Path:
+    """A file of the shared wiki fixtures; the calling test skips where they are absent
+    (they sit beside the repository and may not be redistributed with it)."""
+    path = SHARED_WIKI_FIXTURES.joinpath(*parts)
+    if not path.is_file():
+        pytest.skip(f"shared wiki fixtures not found at {SHARED_WIKI_FIXTURES}")
+    return path
+
+
 MAX_IDS = 50
 _START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -625,7 +637,7 @@ class SharedPage:
 
 def shared_pages() -> Iterator[SharedPage]:
     """The 47 Markdown pages of the shared fixtures, as wiki pages with a category each."""
-    manifest = SHARED_WIKI_FIXTURES / "docs_md_manifest.jsonl"
+    manifest = shared_wiki_file("docs_md_manifest.jsonl")
     for line in manifest.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
         name = Path(entry["file"]).name

@@ -16,7 +16,7 @@ from rag_pipeline.sources.wiki.discovery import (
     revisions_by_ids,
     revisions_by_titles,
 )
-from rag_pipeline_tests.mediawiki_server import SHARED_WIKI_FIXTURES, FakeWiki, MediaWikiServer
+from rag_pipeline_tests.mediawiki_server import FakeWiki, MediaWikiServer, shared_wiki_file
 
 SITEINFO = {"action": "query", "meta": "siteinfo", "siprop": "general"}
 
@@ -251,7 +251,7 @@ def test_a_page_deleted_after_listing_is_missing_not_an_error(server: MediaWikiS
 
 
 def _recorded(name: str) -> dict[str, Any]:
-    path = SHARED_WIKI_FIXTURES / "mediawiki_api_examples" / name
+    path = shared_wiki_file("mediawiki_api_examples", name)
     return json.loads(path.read_text(encoding="utf-8"))["response"]
 
 

@@ -24,11 +24,11 @@ from rag_pipeline.sources.wiki.source import (
 from rag_pipeline.sources.wiki.wikitext import wikitext_to_html
 from rag_pipeline.sources.wiki.xml_export import ExportError, read_pages
 from rag_pipeline_tests.mediawiki_server import (
-    SHARED_WIKI_FIXTURES,
     FakeWiki,
     MediaWikiServer,
     rendered_html,
     shared_pages,
+    shared_wiki_file,
 )
 
 NF = "Category:New_Features"
@@ -367,7 +367,7 @@ def test_wikitext_categories_and_redirects() -> None:
 def test_a_real_recorded_mediawiki_page_goes_through_fetch_and_the_normalizer(
     server: MediaWikiServer,
 ) -> None:
-    recorded = SHARED_WIKI_FIXTURES / "mediawiki_api_examples" / "parse_fv2_dewiki_Lewisit.json"
+    recorded = shared_wiki_file("mediawiki_api_examples", "parse_fv2_dewiki_Lewisit.json")
     html = json.loads(recorded.read_text(encoding="utf-8"))["response"]["parse"]["text"]
     page = server.wiki.add_page("Lewisit", html, ["Plug-In Development"])
     source = make_source(server)
