@@ -447,3 +447,23 @@ def test_spanish_typed_without_accents_finds_the_accented_text(
     # Typed with them, the stemmed words match as before.
     accented = searcher.search("facturación electrónica", mode="keyword", top_k=3)
     assert accented[0].source_id == "ad/window/200119.es_CO.md"
+
+
+def test_the_keyword_scan_keeps_every_chunk_of_the_rarest_word(
+    rag_home: Path, database_url: str, embedder: Embedder
+) -> None:
+    # Twelve chunks of a common word, then the one chunk that also has a rare word. With a
+    # scan budget of 5, the common word's chunks cannot all be scored: the rare word's must be.
+    docs = [
+        Doc("files", f"common/{i:02}.md", f"Note {i}", f"# Note {i}\n\nThe warehouse note {i}.\n")
+        for i in range(12)
+    ]
+    docs.append(
+        Doc("files", "rare.md", "Zebra", "# Zebra\n\nThe warehouse keeps a zebra crossing.\n")
+    )
+    index_documents(database_url, docs, embedder)
+    searcher = Searcher(_settings(rag_home, database_url), embedder=embedder, keyword_scan=5)
+
+    hits = searcher.search("zebra warehouse", mode="keyword", top_k=3)
+
+    assert hits[0].source_id == "rare.md"
