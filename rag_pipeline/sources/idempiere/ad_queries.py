@@ -8,6 +8,7 @@ child rows, so an edit, a deactivation (which also touches `Updated`) and a dele
 change it, while listing stays one aggregate query per entity type.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import LiteralString, cast
@@ -47,6 +48,46 @@ def _join_trl(table: str, alias: str, base: str) -> str:
         f"LEFT JOIN {table}_trl {alias} ON {alias}.{table}_id = {base}.{table}_id "
         f"AND {alias}.ad_language = %(lang)s AND {alias}.isactive = 'Y'"
     )
+
+
+def _fill(template: str, fills: Mapping[str, str]) -> str:
+    """`template` with each `{placeholder}` of `fills` replaced by its SQL."""
+    for placeholder, text in fills.items():
+        template = template.replace("{" + placeholder + "}", text)
+    return template
+
+
+# The translated columns and translation joins each entity's statements use, by placeholder.
+_TABLE_TRL = {"name": _trl("tt", "tb", "name"), "join_trl": _join_trl("ad_table", "tt", "tb")}
+_WINDOW_TRL = {
+    "name": _trl("wt", "w", "name"),
+    "description": _trl("wt", "w", "description"),
+    "help": _trl("wt", "w", "help"),
+    "join_trl": _join_trl("ad_window", "wt", "w"),
+}
+_TAB_TRL = {
+    "window_name": _trl("wt", "w", "name"),
+    "name": _trl("tt", "tab", "name"),
+    "description": _trl("tt", "tab", "description"),
+    "help": _trl("tt", "tab", "help"),
+    "commitwarning": _trl("tt", "tab", "commitwarning"),
+    "join_window_trl": _join_trl("ad_window", "wt", "w"),
+    "join_trl": _join_trl("ad_tab", "tt", "tab"),
+}
+_FIELD_TRL = {
+    "window_name": _trl("wt", "w", "name"),
+    "tab_name": _trl("tt", "tab", "name"),
+    "name": _trl("ft", "f", "name"),
+    "join_trl": _join_trl("ad_field", "ft", "f"),
+    "join_tab_trl": _join_trl("ad_tab", "tt", "tab"),
+    "join_window_trl": _join_trl("ad_window", "wt", "w"),
+}
+_PROCESS_TRL = {
+    "name": _trl("pt", "p", "name"),
+    "description": _trl("pt", "p", "description"),
+    "help": _trl("pt", "p", "help"),
+    "join_trl": _join_trl("ad_process", "pt", "p"),
+}
 
 
 # --- records -----------------------------------------------------------------------------------
@@ -170,7 +211,8 @@ class ParameterRow:
 # Each statement also selects text columns (for reading it as a whole); listing wraps it and
 # keeps id/updated/rows, which PostgreSQL then computes alone.
 
-_TABLE = """
+_TABLE = _fill(
+    """
 SELECT tb.ad_table_id::int AS id,
        GREATEST(tb.updated, tt.updated, cols.updated) AS updated,
        COALESCE(cols.n, 0)::int AS rows,
@@ -186,11 +228,11 @@ LEFT JOIN (
     GROUP BY c.ad_table_id
 ) cols ON cols.ad_table_id = tb.ad_table_id
 WHERE tb.isactive = 'Y'
-""".replace("{name}", _trl("tt", "tb", "name")).replace(
-    "{join_trl}", _join_trl("ad_table", "tt", "tb")
+""",
+    _TABLE_TRL,
 )
 
-_WINDOW = (
+_WINDOW = _fill(
     """
 SELECT w.ad_window_id::int AS id,
        GREATEST(w.updated, wt.updated, tabs.updated, fields.updated) AS updated,
@@ -218,13 +260,11 @@ LEFT JOIN (
     GROUP BY tab.ad_window_id
 ) fields ON fields.ad_window_id = w.ad_window_id
 WHERE w.isactive = 'Y'
-""".replace("{name}", _trl("wt", "w", "name"))
-    .replace("{description}", _trl("wt", "w", "description"))
-    .replace("{help}", _trl("wt", "w", "help"))
-    .replace("{join_trl}", _join_trl("ad_window", "wt", "w"))
+""",
+    _WINDOW_TRL,
 )
 
-_TAB = (
+_TAB = _fill(
     """
 SELECT tab.ad_tab_id::int AS id,
        GREATEST(tab.updated, tt.updated, w.updated, wt.updated, tb.updated, fields.updated)
@@ -249,20 +289,15 @@ LEFT JOIN (
     GROUP BY f.ad_tab_id
 ) fields ON fields.ad_tab_id = tab.ad_tab_id
 WHERE tab.isactive = 'Y'
-""".replace("{window_name}", _trl("wt", "w", "name"))
-    .replace("{name}", _trl("tt", "tab", "name"))
-    .replace("{description}", _trl("tt", "tab", "description"))
-    .replace("{help}", _trl("tt", "tab", "help"))
-    .replace("{commitwarning}", _trl("tt", "tab", "commitwarning"))
-    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
-    .replace("{join_trl}", _join_trl("ad_tab", "tt", "tab"))
+""",
+    _TAB_TRL,
 )
 
 # One field per column name and window, as the seed does (`DISTINCT ON`): the same column
 # shown on several tabs is one piece of help. The representative is chosen on the base row
 # (help first, then tab and field order) so every language documents the same AD_Field; fields
 # with neither help nor description (own or their column's) have nothing to document.
-_FIELD = (
+_FIELD = _fill(
     """
 SELECT rep.id, GREATEST(f.updated, ft.updated, tab.updated, tt.updated, w.updated,
                         wt.updated, c.updated, tb.updated) AS updated,
@@ -296,15 +331,11 @@ LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 {join_trl}
 {join_tab_trl}
 {join_window_trl}
-""".replace("{window_name}", _trl("wt", "w", "name"))
-    .replace("{tab_name}", _trl("tt", "tab", "name"))
-    .replace("{name}", _trl("ft", "f", "name"))
-    .replace("{join_trl}", _join_trl("ad_field", "ft", "f"))
-    .replace("{join_tab_trl}", _join_trl("ad_tab", "tt", "tab"))
-    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
+""",
+    _FIELD_TRL,
 )
 
-_PROCESS = (
+_PROCESS = _fill(
     """
 SELECT p.ad_process_id::int AS id,
        GREATEST(p.updated, pt.updated, params.updated) AS updated,
@@ -322,40 +353,37 @@ LEFT JOIN (
     GROUP BY pp.ad_process_id
 ) params ON params.ad_process_id = p.ad_process_id
 WHERE p.isactive = 'Y'
-""".replace("{name}", _trl("pt", "p", "name"))
-    .replace("{description}", _trl("pt", "p", "description"))
-    .replace("{help}", _trl("pt", "p", "help"))
-    .replace("{join_trl}", _join_trl("ad_process", "pt", "p"))
+""",
+    _PROCESS_TRL,
 )
 
 # --- fetching: the rows a document is rendered from, by primary key --------------------------
 # No aggregates here: a fetched document keeps the version its listing gave it, so a batch
 # costs its own rows, not a pass over the child tables.
 
-_TABLE_ROWS = """
+_TABLE_ROWS = _fill(
+    """
 SELECT tb.ad_table_id::int AS id, tb.tablename, {name} AS name, tb.description, tb.help,
        tb.isview, tb.entitytype
 FROM ad_table tb
 {join_trl}
 WHERE tb.isactive = 'Y' AND tb.ad_table_id = ANY(%(ids)s)
-""".replace("{name}", _trl("tt", "tb", "name")).replace(
-    "{join_trl}", _join_trl("ad_table", "tt", "tb")
+""",
+    _TABLE_TRL,
 )
 
-_WINDOW_ROWS = (
+_WINDOW_ROWS = _fill(
     """
 SELECT w.ad_window_id::int AS id, {name} AS name, {description} AS description,
        {help} AS help, w.windowtype, w.entitytype
 FROM ad_window w
 {join_trl}
 WHERE w.isactive = 'Y' AND w.ad_window_id = ANY(%(ids)s)
-""".replace("{name}", _trl("wt", "w", "name"))
-    .replace("{description}", _trl("wt", "w", "description"))
-    .replace("{help}", _trl("wt", "w", "help"))
-    .replace("{join_trl}", _join_trl("ad_window", "wt", "w"))
+""",
+    _WINDOW_TRL,
 )
 
-_TAB_ROWS = (
+_TAB_ROWS = _fill(
     """
 SELECT tab.ad_tab_id::int AS id, w.ad_window_id::int AS window_id,
        {window_name} AS window_name, {name} AS name, {description} AS description,
@@ -367,17 +395,12 @@ JOIN ad_window w ON w.ad_window_id = tab.ad_window_id AND w.isactive = 'Y'
 {join_trl}
 LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 WHERE tab.isactive = 'Y' AND {key} = ANY(%(ids)s)
-""".replace("{window_name}", _trl("wt", "w", "name"))
-    .replace("{name}", _trl("tt", "tab", "name"))
-    .replace("{description}", _trl("tt", "tab", "description"))
-    .replace("{help}", _trl("tt", "tab", "help"))
-    .replace("{commitwarning}", _trl("tt", "tab", "commitwarning"))
-    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
-    .replace("{join_trl}", _join_trl("ad_tab", "tt", "tab"))
+""",
+    _TAB_TRL,
 )
 
 # The listing chose which field documents a column (DISTINCT ON); a fetch renders those.
-_FIELD_ROWS = (
+_FIELD_ROWS = _fill(
     """
 SELECT f.ad_field_id::int AS id, w.ad_window_id::int AS window_id,
        {window_name} AS window_name, tab.ad_tab_id::int AS tab_id, {tab_name} AS tab_name,
@@ -395,25 +418,19 @@ LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 {join_tab_trl}
 {join_window_trl}
 WHERE f.isactive = 'Y' AND f.ad_field_id = ANY(%(ids)s)
-""".replace("{window_name}", _trl("wt", "w", "name"))
-    .replace("{tab_name}", _trl("tt", "tab", "name"))
-    .replace("{name}", _trl("ft", "f", "name"))
-    .replace("{join_trl}", _join_trl("ad_field", "ft", "f"))
-    .replace("{join_tab_trl}", _join_trl("ad_tab", "tt", "tab"))
-    .replace("{join_window_trl}", _join_trl("ad_window", "wt", "w"))
+""",
+    _FIELD_TRL,
 )
 
-_PROCESS_ROWS = (
+_PROCESS_ROWS = _fill(
     """
 SELECT p.ad_process_id::int AS id, NULLIF(p.value, '') AS value, {name} AS name,
        {description} AS description, {help} AS help, p.isreport, p.classname, p.entitytype
 FROM ad_process p
 {join_trl}
 WHERE p.isactive = 'Y' AND p.ad_process_id = ANY(%(ids)s)
-""".replace("{name}", _trl("pt", "p", "name"))
-    .replace("{description}", _trl("pt", "p", "description"))
-    .replace("{help}", _trl("pt", "p", "help"))
-    .replace("{join_trl}", _join_trl("ad_process", "pt", "p"))
+""",
+    _PROCESS_TRL,
 )
 
 _FETCH_QUERIES = {
