@@ -17,6 +17,11 @@ _TS_CONFIGS = {
 DEFAULT_LANGUAGE = "en_US"
 
 
+def language_prefix(language: str) -> str:
+    """The language of a code without its region: `en_US`, `en-GB` and `EN` give `en`."""
+    return language.split("_")[0].split("-")[0].lower()
+
+
 def ts_config_for(language: str) -> str:
     """The text-search configuration for a language code like `en_US`, `hu` or `sk_SK`."""
-    return _TS_CONFIGS.get(language.split("_")[0].split("-")[0].lower(), "simple")
+    return _TS_CONFIGS.get(language_prefix(language), "simple")

@@ -18,6 +18,7 @@ import psycopg
 from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.core.languages import language_prefix
 from rag_pipeline.runtime import ready_conninfo
 from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
 from rag_pipeline.search.pool import PoolSettings, get_pool, run
@@ -240,7 +241,7 @@ class Searcher:
         return {
             "qv": vector,
             "cfg": query.ts_config,
-            "query_language": query.language.split("_")[0].split("-")[0].lower(),
+            "query_language": language_prefix(query.language),
             "qtext": query.text,
             "idents": list(query.identifiers),
             "source_types": list(source_types) if source_types else None,
@@ -269,7 +270,7 @@ class Searcher:
         leg at a quarter weight, while English queries keep the full weight.
         """
         known = {p.strip().lower() for p in self.settings.search_model_languages.split(",")}
-        prefix = language.split("_")[0].split("-")[0].lower()
+        prefix = language_prefix(language)
         if "*" in known or not prefix or prefix in known:
             return self.settings.search_vector_weight
         return self.settings.search_cross_language_vector_weight
