@@ -3,6 +3,8 @@ setting, the partition listing and the change sensor's decision."""
 
 import json
 from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import dagster as dg
 from pydantic import Field
@@ -27,21 +29,24 @@ class IdempiereSourceResource(SourceResource):
     def build(self) -> IdempiereSource:
         """The source, on a read-only connection to the configured (or demo) database."""
 
-    def partition_keys(self) -> list[str]:
-        """The partitions the configuration covers (`all` languages resolved in the database)."""
+    @contextmanager
+    def opened(self) -> Iterator[IdempiereSource]:
+        """The built source, closed (with its connection) on leaving."""
         source = self.build()
         try:
-            return source.partition_keys()
+            yield source
         finally:
             source.close()
 
+    def partition_keys(self) -> list[str]:
+        """The partitions the configuration covers (`all` languages resolved in the database)."""
+        with self.opened() as source:
+            return source.partition_keys()
+
     def change_tokens(self) -> dict[str, str]:
         """Every partition's change token, read on one connection."""
-        source = self.build()
-        try:
+        with self.opened() as source:
             return source.change_tokens()
-        finally:
-            source.close()
 
 
 def changed_partitions(
