@@ -3,6 +3,7 @@
 python benchmarks/hostile.py
 """
 
+import sys
 import time
 from pathlib import Path
 
@@ -12,12 +13,11 @@ import rag_pipeline
 from rag_pipeline.core.chunking import chunk_markdown
 from rag_pipeline.core.normalize import SourceFormat, to_markdown
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rag_pipeline_tests.hostile_inputs import FULL_SIZE
+
 CASES = {
-    "1 MB of #": "#" * 1_000_000,
-    "500,000 empty headings": "#\n" * 500_000,
-    "820 KB table": "| a | b | c |\n|---|---|---|\n" + "| x y z w | q r s | t u v |\n" * 30_000,
-    "200,000 [": "[" * 200_000,
-    "4.9 MB word": "x" * 4_900_000,
+    **FULL_SIZE,
     "list nested 1,500 levels": "".join("  " * i + f"- w{i}\n" for i in range(1500)),
     "blockquote 100,000 levels": ">" * 100_000 + " text\n",
 }

@@ -7,6 +7,7 @@ from rag_pipeline.core.frontmatter import FrontMatterError, split_front_matter
 from rag_pipeline.core.normalize import NormalizationError, SourceFormat, to_markdown
 from rag_pipeline.settings import load_settings
 from rag_pipeline_tests.chunking_support import Counter
+from rag_pipeline_tests.hostile_inputs import FULL_SIZE
 
 # A 420-byte "billion laughs": nine levels of nine aliases each.
 YAML_BOMB = (
@@ -170,14 +171,6 @@ def test_a_header_only_table_under_a_heading_is_not_split_into_junk(
 
 
 # -- the full-size inputs (opt-in: `pytest -m long`; timings: benchmarks/hostile.py) --
-
-FULL_SIZE = {
-    "1 MB of #": "#" * 1_000_000,
-    "500,000 empty headings": "#\n" * 500_000,
-    "820 KB table": "| a | b | c |\n|---|---|---|\n" + "| x y z w | q r s | t u v |\n" * 30_000,
-    "200,000 [": "[" * 200_000,
-    "4.9 MB word": "x" * 4_900_000,
-}
 
 
 @pytest.mark.long
