@@ -338,7 +338,7 @@ def measure(url, args, settings, embedder, base_docs, base_chunks, rng) -> None:
 
 def keyword_agreement(url: str, settings, embedder, queries: list[str]) -> None:  # type: ignore[no-untyped-def]
     """How far the keyword leg's scan budget changes its top 10 against scoring every match."""
-    from rag_pipeline.search.engine import _KEYWORD_SCAN, Searcher
+    from rag_pipeline.search.engine import Searcher
 
     def top10(scan: int) -> list[list[str]]:
         searcher = Searcher(settings, embedder=embedder, conninfo=url, keyword_scan=scan)
@@ -347,7 +347,8 @@ def keyword_agreement(url: str, settings, embedder, queries: list[str]) -> None:
         ]
 
     every = top10(10_000_000)
-    for scan in (_KEYWORD_SCAN, 2 * _KEYWORD_SCAN):
+    default = Searcher(settings, embedder=embedder, conninfo=url).keyword_scan
+    for scan in (default, 2 * default):
         budget = top10(scan)
         overlap = [
             len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(budget, every, strict=True)

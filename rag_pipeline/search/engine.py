@@ -39,8 +39,8 @@ _MIN_VECTOR_CANDIDATES = 50
 _MAX_VECTOR_CANDIDATES = 4000
 # Sections of each leg that take part in fusion, and the keyword leg's budget of chunks to
 # score: the rarest query words' chunks, while together within it. At 100k chunks its top 10
-# agreed with scoring every match for 0.88 of the benchmark's queries (4,000: 0.95, at twice
-# the time).
+# shared 0.85 with scoring every match over benchmarks/search.py's queries (4,000: 0.93, at
+# twice the keyword time).
 _LEG_SECTIONS = 50
 _KEYWORD_SCAN = 2000
 # BM25 constants, measured on the labelled set (k1 1.2 / b 0.75, the textbook values, lost
