@@ -50,7 +50,7 @@ def _where(hit: "SearchHit") -> str:
     return " › ".join(p for p in (hit.title, *hit.heading_path[1:]) if p)
 
 
-def _print_table(query: str, hits: "list[SearchHit]", explain: bool) -> None:
+def _print_table(query: str, hits: "list[SearchHit]", explain: bool, caption: str = "") -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -58,7 +58,14 @@ def _print_table(query: str, hits: "list[SearchHit]", explain: bool) -> None:
     if not hits:
         console.print("no results (is anything ingested? try `rag status`)")
         return
-    table = Table(title=f"{query[:80]}", title_justify="left", expand=True, show_lines=True)
+    table = Table(
+        title=f"{query[:80]}",
+        title_justify="left",
+        caption=caption or None,
+        caption_justify="left",
+        expand=True,
+        show_lines=True,
+    )
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("where", ratio=2, overflow="fold")
@@ -141,7 +148,11 @@ def register(main: click.Group) -> None:
         show_default=True,
         help="Return each hit's whole parent section, or only the matching chunk.",
     )
-    @click.option("--explain", is_flag=True, help="Show each leg's rank and score per hit.")
+    @click.option(
+        "--explain",
+        is_flag=True,
+        help="Show each leg's rank and score per hit, and the words the search vocabulary added.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
     @click.option(
         "--queries",
@@ -185,10 +196,17 @@ def register(main: click.Group) -> None:
                 return
             assert query is not None
             hits = searcher.search(query, **options)
+            caption = ""
+            if explain:
+                from rag_pipeline.search.query import prepare_query
+
+                single = languages[0] if len(languages) == 1 else None
+                added = searcher.expansion(prepare_query(query, query_lang or single))
+                caption = f"search vocabulary added: {added}" if added else ""
         if as_json:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:
-            _print_table(query, hits, explain)
+            _print_table(query, hits, explain, caption)
 
     @main.command("eval")
     @click.option(

@@ -252,6 +252,16 @@ class Settings(BaseSettings):
         default=0.25,
         description="The vector leg's weight for a query in a language the model does not know.",
     )
+    search_vocabulary_weight: Annotated[float, Field(ge=0, le=1)] = Field(
+        default=0.5,
+        description="Weight of the iDempiere words the search vocabulary adds to a query "
+        "(supplier -> business partner), against 1 for the query's own words; 0 turns it off.",
+    )
+    search_vocabulary_dir: Path | None = Field(
+        default=None,
+        description="Folder of <language>.tsv files ('user words<TAB>iDempiere words') added "
+        "to the bundled search vocabulary.",
+    )
     search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     search_ef_search: Annotated[int, Field(ge=10, le=1000)] = 100
     search_pool_size: Annotated[int, Field(ge=1, le=256)] = Field(
@@ -305,6 +315,10 @@ class Settings(BaseSettings):
         if self.embedding_model_path is not None and not self.embedding_model_path.is_dir():
             raise ValueError(
                 f"RAG_EMBEDDING_MODEL_PATH: {self.embedding_model_path} is not a folder"
+            )
+        if self.search_vocabulary_dir is not None and not self.search_vocabulary_dir.is_dir():
+            raise ValueError(
+                f"RAG_SEARCH_VOCABULARY_DIR: {self.search_vocabulary_dir} is not a folder"
             )
         return self
 

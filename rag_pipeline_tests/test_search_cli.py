@@ -63,6 +63,10 @@ def test_search_explain_and_filters(rag: click.Group) -> None:
     }
     table = CliRunner().invoke(rag, ["search", "órdenes de venta", "--explain"])
     assert table.exit_code == 0, table.output
+    assert "search vocabulary added" not in table.output
+    supplier = CliRunner().invoke(rag, ["search", "supplier", "--explain"])
+    assert supplier.exit_code == 0, supplier.output
+    assert "search vocabulary added: business partner vendor" in supplier.output
 
 
 @pytest.mark.parametrize("query", ["", "   ", "x" * 2001])

@@ -405,6 +405,13 @@ def titled_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
         ),
         Doc(
             "files",
+            "ad/window/53198.es_CO.md",
+            "Dónde se Usa",
+            "# Dónde se Usa\n\nMuestra dónde se usa un producto o componente.\n",
+            language="es_CO",
+        ),
+        Doc(
+            "files",
             "ad/window/337.md",
             "Price List Schema",
             "# Price List Schema\n\nMaintain price list schema: the calculation rules for "
@@ -447,6 +454,35 @@ def test_spanish_typed_without_accents_finds_the_accented_text(
     # Typed with them, the stemmed words match as before.
     accented = searcher.search("facturación electrónica", mode="keyword", top_k=3)
     assert accented[0].source_id == "ad/window/200119.es_CO.md"
+
+
+def test_a_spanish_question_word_typed_with_its_accent_is_a_stop_word(
+    rag_home: Path, titled_db: str, embedder: Embedder
+) -> None:
+    # Spanish's stop words are "donde", "como", "que": written "¿Dónde ...?", the question word
+    # used to match every title that starts with it.
+    searcher = Searcher(_settings(rag_home, titled_db), embedder=embedder)
+    hits = searcher.search("¿Dónde configuro la facturación electrónica?", mode="keyword")
+    assert [h.source_id for h in hits] == ["ad/window/200119.es_CO.md"]
+    assert searcher.search("¿Dónde?", mode="keyword") == []
+
+
+def test_the_vocabulary_finds_what_a_query_calls_by_another_name(
+    rag_home: Path, indexed_db: str, embedder: Embedder
+) -> None:
+    searcher = Searcher(_settings(rag_home, indexed_db), embedder=embedder)
+    # No document says "supplier"; the bundled vocabulary adds "business partner vendor".
+    for mode in MODES:
+        hits = searcher.search("supplier", mode=mode, top_k=3)  # type: ignore[arg-type]
+        assert ids(hits)[:1] == [PARTNERS.source_id], mode
+    # Added words count at RAG_SEARCH_VOCABULARY_WEIGHT (0.5) of typed ones.
+    typed = searcher.search("business partner vendor", mode="keyword", top_k=1)
+    added = searcher.search("supplier", mode="keyword", top_k=1)
+    assert added[0].score == pytest.approx(0.5 * typed[0].score, rel=1e-6)
+    # Weight 0 turns the vocabulary off.
+    off = Searcher(_settings(rag_home, indexed_db, search_vocabulary_weight=0), embedder=embedder)
+    assert off.search("supplier", mode="keyword") == []
+    assert off.expansion(prepare_query("supplier")) == ""
 
 
 def test_the_keyword_scan_keeps_every_chunk_of_the_rarest_word(

@@ -28,6 +28,7 @@ def test_defaults_use_embedded_database_and_bundled_model(
         ("RAG_VECTORDB_URL", "mysql://localhost/rag"),
         ("RAG_EMBEDDING_BATCH_SIZE", "0"),
         ("RAG_CHUNK_TARGET_TOKENS", "-5"),
+        ("RAG_SEARCH_VOCABULARY_WEIGHT", "1.5"),
     ],
 )
 def test_invalid_value_names_the_variable(
@@ -43,6 +44,14 @@ def test_missing_model_folder_names_the_variable(
 ) -> None:
     monkeypatch.setenv("RAG_EMBEDDING_MODEL_PATH", str(tmp_path / "nope"))
     with pytest.raises(ConfigError, match="RAG_EMBEDDING_MODEL_PATH"):
+        load_settings()
+
+
+def test_missing_vocabulary_folder_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RAG_SEARCH_VOCABULARY_DIR", str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="RAG_SEARCH_VOCABULARY_DIR"):
         load_settings()
 
 

@@ -25,6 +25,7 @@ from rag_pipeline.search.pool import PoolSettings, get_pool, run
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
 from rag_pipeline.search.stats import refresh_search_stats, stats_state
+from rag_pipeline.search.vocabulary import Vocabulary
 from rag_pipeline.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)
@@ -152,6 +153,7 @@ class Searcher:
             ),
         )
         self._vectors = _VectorCache(self.settings.search_query_cache_size)
+        self.vocabulary = Vocabulary.load(self.settings.search_vocabulary_dir)
         self._stats_lock = threading.Lock()
         self._stats_checked = 0.0
         self._stats_refreshing = False
@@ -198,9 +200,23 @@ class Searcher:
         if language is None and languages and len(languages) == 1:
             language = languages[0]
         prepared = prepare_query(query, language)
-        vector = self._query_vector(prepared.text) if chosen != "keyword" else None
+        expansion = self.expansion(prepared)
+        vector = None
+        if chosen != "keyword":
+            # The model reads the iDempiere words too: "supplier (business partner vendor)".
+            vector = self._query_vector(
+                f"{prepared.text} ({expansion})" if expansion else prepared.text
+            )
         params = self._params(
-            prepared, vector, top_k, source_types, languages, breadcrumb, min_score, expand
+            prepared,
+            expansion,
+            vector,
+            top_k,
+            source_types,
+            languages,
+            breadcrumb,
+            min_score,
+            expand,
         )
 
         def execute(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
@@ -229,6 +245,7 @@ class Searcher:
     def _params(
         self,
         query: Query,
+        expansion: str,
         vector: NDArray[np.float32] | None,
         top_k: int,
         source_types: Sequence[str] | None,
@@ -244,6 +261,8 @@ class Searcher:
             "query_language": language_prefix(query.language),
             "qtext": query.text,
             "idents": list(query.identifiers),
+            "expansion": expansion,
+            "vocab_weight": settings.search_vocabulary_weight,
             "source_types": list(source_types) if source_types else None,
             "languages": list(languages) if languages else None,
             "breadcrumb": breadcrumb or None,
@@ -261,6 +280,12 @@ class Searcher:
             "top_k": top_k,
             "with_parent": expand == "parent",
         }
+
+    def expansion(self, query: Query) -> str:
+        """The iDempiere words the vocabulary adds to `query` ('' when it adds none or is off)."""
+        if self.settings.search_vocabulary_weight == 0:
+            return ""
+        return self.vocabulary.expansion(query.text, query.language)
 
     def _vector_weight(self, language: str) -> float:
         """The vector leg's weight for a query in `language`.

@@ -62,13 +62,32 @@ stats AS (
     SELECT coalesce(max(chunks), 0)::float8 AS n, greatest(coalesce(max(avg_tokens), 1), 1) AS avgdl
     FROM rag.search_stats
 ),
+query_words AS (
+    -- The query as the keyword leg reads it, less the words whose unaccented form is a stop
+    -- word: the config knows Spanish "donde", "como", "que" but not "dónde", "cómo", "qué",
+    -- and "¿Dónde ...?" must not find every title starting with it.
+    SELECT coalesce(string_agg(w, ' '), '') AS q
+    FROM regexp_split_to_table(rag.keyword_text(%(qtext)s), '[[:space:]]+') AS w
+    WHERE rag.folded_words(w) = ''
+       OR to_tsvector(%(cfg)s::regconfig, rag.folded_words(w)) <> ''::tsvector
+),
 terms AS (
+    -- The query's own lexemes weigh 1; those only its vocabulary expansion adds weigh less.
     SELECT t.lexeme, coalesce(s.df, 0) AS df, rag.lexeme_query(t.lexeme) AS tq,
-           {term_idf} AS idf
-    FROM unnest(to_tsvector(%(cfg)s::regconfig, rag.keyword_text(%(qtext)s))) AS t
+           {term_idf} AS idf, t.w, t.w = 1 AS typed
+    FROM (SELECT lexeme, max(w) AS w
+          FROM (SELECT lexeme, 1.0::float8 AS w
+                FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
+                UNION ALL
+                SELECT lexeme, %(vocab_weight)s::float8
+                FROM unnest(to_tsvector(%(cfg)s::regconfig, rag.keyword_text(%(expansion)s)))
+               ) AS u
+          GROUP BY lexeme) AS t
     CROSS JOIN stats st
     LEFT JOIN rag.term_stats s ON s.lexeme = t.lexeme
+    WHERE t.w > 0
 ),
+typed_terms AS (SELECT * FROM terms WHERE typed),
 picked AS (
     SELECT rag.tsquery_or_agg(tq) AS q
     FROM (SELECT tq, df, sum(df) OVER (ORDER BY df, lexeme) - df AS before FROM terms) AS x
@@ -76,7 +95,7 @@ picked AS (
     -- scan, so the LIMIT below never drops chunks at random that a rarer lexeme matched.
     WHERE before = 0 OR before + df <= %(kw_scan)s
 ),
-all_terms AS (SELECT rag.tsquery_or_agg(tq) AS q FROM terms),
+all_terms AS (SELECT rag.tsquery_or_agg(tq) AS q FROM typed_terms),
 ident_terms AS (
     SELECT i.tq, {ident_idf} AS idf
     FROM (SELECT rag.lexeme_query(term) AS tq,
@@ -113,11 +132,12 @@ kw_titled AS (
     -- "GL Journal") names what it looks for: the document or section of that title gets its
     -- IDF sum again, so "Price List" goes before "Import Price Lists". A question is never a
     -- title, so this changes known-item searches only (and is skipped past 8 words).
-    SELECT b.section_id, b.id, b.score + CASE WHEN (SELECT count(*) FROM terms) > 8 THEN 0
+    SELECT b.section_id, b.id, b.score + CASE WHEN (SELECT count(*) FROM typed_terms) > 8 THEN 0
            ELSE %(title_boost)s * coalesce((
                SELECT max((
-                   SELECT sum(t.idf) FROM terms t WHERE titles.v @@ t.tq
-                   HAVING count(*) = length(titles.v) AND count(*) = (SELECT count(*) FROM terms)
+                   SELECT sum(t.idf) FROM typed_terms t WHERE titles.v @@ t.tq
+                   HAVING count(*) = length(titles.v)
+                      AND count(*) = (SELECT count(*) FROM typed_terms)
                ))
                FROM (VALUES (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(d.title))),
                             (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(s.title))))
@@ -137,7 +157,7 @@ kw AS (
 # One body occurrence of a lexeme: ts_rank = 0.4 (weight B) / 1.64493406685 (pi^2/6).
 _TF = "ts_rank(r.tsv, t.tq) * 4.1123351671"
 _BM25 = f"""coalesce((
-        SELECT sum(t.idf * x.tf * (%(k1)s + 1)
+        SELECT sum(t.w * t.idf * x.tf * (%(k1)s + 1)
                    / (x.tf + %(k1)s * (1 - %(b)s + %(b)s * r.token_count / st.avgdl)))
         FROM terms t CROSS JOIN LATERAL (SELECT {_TF} AS tf) AS x
         WHERE x.tf > 0

@@ -1,0 +1,69 @@
+"""The search vocabulary: everyday words -> iDempiere's names, matched as a user types them."""
+
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.search.vocabulary import Vocabulary, VocabularyError, parse_entries
+
+
+def _vocabulary(text: str, language: str = "en") -> Vocabulary:
+    return Vocabulary({language: parse_entries(text.splitlines(), "test.tsv")})
+
+
+def test_the_bundled_files_map_user_words_to_idempiere_names() -> None:
+    vocabulary = Vocabulary.load()
+    assert vocabulary.expansion("Where do I add a new supplier?", "en_US") == (
+        "business partner vendor"
+    )
+    assert vocabulary.expansion("who changed this field", "en_US") == "change audit"
+    assert vocabulary.expansion("¿Dónde creo un proveedor?", "es_CO") == "tercero"
+    # Each language has its own words: the English entry does not fire on a Spanish query.
+    assert vocabulary.expansion("supplier", "es_CO") == ""
+    assert vocabulary.expansion("supplier", "hu_HU") == ""
+
+
+def test_words_match_whole_in_any_case_accent_and_plural() -> None:
+    vocabulary = _vocabulary("bin|storage location\tlocator\ncompany\tclient\nbodega\talmacen\n")
+    assert vocabulary.expansion("BINS and Storage Locations", "en") == "locator"
+    assert vocabulary.expansion("our companies", "en") == "client"
+    assert vocabulary.expansion("binary files", "en") == ""  # a word, not a prefix
+    assert vocabulary.expansion("a storage unit's location", "en") == ""  # a phrase, in order
+    spanish = _vocabulary("bodega\talmacén\nproveedor\ttercero\n", "es")
+    assert spanish.expansion("BODEGAS y Proveedores", "es_CO") == "almacén tercero"
+
+
+def test_the_longest_phrase_wins_and_each_expansion_comes_once() -> None:
+    vocabulary = _vocabulary(
+        "stock\tstorage\nstock count\tphysical inventory\nsupplier\tbusiness partner\n"
+        "supplier|vendor\tvendor\n"
+    )
+    assert vocabulary.expansion("stock count of the stock", "en") == ("physical inventory storage")
+    # Every entry of the longest phrase at a position counts, each once per query.
+    assert vocabulary.expansion("supplier or vendor", "en") == "business partner vendor"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("supplier business partner", "test.tsv:2: expected 'user words<TAB>iDempiere words'"),
+        ("supplier\tbusiness\tpartner", "test.tsv:2: expected"),
+        ("supplier\t  ", "test.tsv:2: an entry needs words on both sides"),
+        ("|\tvendor", "test.tsv:2: an entry needs words on both sides"),
+    ],
+)
+def test_a_bad_line_names_its_file_and_line(line: str, message: str) -> None:
+    with pytest.raises(VocabularyError, match=message):
+        parse_entries(["# a comment", line], "test.tsv")
+
+
+def test_files_of_a_folder_add_to_the_bundled_ones(tmp_path: Path) -> None:
+    (tmp_path / "en.tsv").write_text("widget factory\tproduction\n", encoding="utf-8")
+    (tmp_path / "es_CO.tsv").write_text("fábrica\tproducción\n", encoding="utf-8")
+    vocabulary = Vocabulary.load(tmp_path)
+    assert vocabulary.expansion("the widget factory", "en_US") == "production"
+    assert vocabulary.expansion("la fabrica", "es_CO") == "producción"
+    assert vocabulary.expansion("supplier", "en_US") == "business partner vendor"
+    (tmp_path / "en.tsv").write_text("no tab here\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match=r"en\.tsv:1"):
+        Vocabulary.load(tmp_path)
