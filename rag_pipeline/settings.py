@@ -253,9 +253,10 @@ class Settings(BaseSettings):
         description="The vector leg's weight for a query in a language the model does not know.",
     )
     search_vocabulary_weight: Annotated[float, Field(ge=0, le=1)] = Field(
-        default=0.5,
+        default=0.75,
         description="Weight of the iDempiere words the search vocabulary adds to a query "
-        "(supplier -> business partner), against 1 for the query's own words; 0 turns it off.",
+        "(supplier -> business partner), shared by the words of one entry, against 1 for "
+        "each word of the query; 0 turns the vocabulary off.",
     )
     search_vocabulary_dir: Path | None = Field(
         default=None,

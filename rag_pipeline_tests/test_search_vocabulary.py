@@ -17,7 +17,7 @@ def test_the_bundled_files_map_user_words_to_idempiere_names() -> None:
         "business partner vendor"
     )
     assert vocabulary.expansion("who changed this field", "en_US") == "change audit"
-    assert vocabulary.expansion("¿Dónde creo un proveedor?", "es_CO") == "tercero"
+    assert vocabulary.expansion("¿Dónde registro un contratista?", "es_CO") == "tercero"
     # Each language has its own words: the English entry does not fire on a Spanish query.
     assert vocabulary.expansion("supplier", "es_CO") == ""
     assert vocabulary.expansion("supplier", "hu_HU") == ""
@@ -41,6 +41,11 @@ def test_the_longest_phrase_wins_and_each_expansion_comes_once() -> None:
     assert vocabulary.expansion("stock count of the stock", "en") == ("physical inventory storage")
     # Every entry of the longest phrase at a position counts, each once per query.
     assert vocabulary.expansion("supplier or vendor", "en") == "business partner vendor"
+    # Each added group knows how many query words it stands for.
+    assert vocabulary.expansions("stock count of the stock", "en") == [
+        ("physical inventory", 2),
+        ("storage", 1),
+    ]
 
 
 @pytest.mark.parametrize(

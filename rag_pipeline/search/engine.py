@@ -200,7 +200,8 @@ class Searcher:
         if language is None and languages and len(languages) == 1:
             language = languages[0]
         prepared = prepare_query(query, language)
-        expansion = self.expansion(prepared)
+        expansions = self.expansions(prepared)
+        expansion = " ".join(words for words, _ in expansions)
         vector = None
         if chosen != "keyword":
             # The model reads the iDempiere words too: "supplier (business partner vendor)".
@@ -209,7 +210,7 @@ class Searcher:
             )
         params = self._params(
             prepared,
-            expansion,
+            expansions,
             vector,
             top_k,
             source_types,
@@ -245,7 +246,7 @@ class Searcher:
     def _params(
         self,
         query: Query,
-        expansion: str,
+        expansions: list[tuple[str, int]],
         vector: NDArray[np.float32] | None,
         top_k: int,
         source_types: Sequence[str] | None,
@@ -261,7 +262,8 @@ class Searcher:
             "query_language": language_prefix(query.language),
             "qtext": query.text,
             "idents": list(query.identifiers),
-            "expansion": expansion,
+            "exp_texts": [words for words, _ in expansions],
+            "exp_covers": [covers for _, covers in expansions],
             "vocab_weight": settings.search_vocabulary_weight,
             "source_types": list(source_types) if source_types else None,
             "languages": list(languages) if languages else None,
@@ -283,9 +285,13 @@ class Searcher:
 
     def expansion(self, query: Query) -> str:
         """The iDempiere words the vocabulary adds to `query` ('' when it adds none or is off)."""
+        return " ".join(words for words, _ in self.expansions(query))
+
+    def expansions(self, query: Query) -> list[tuple[str, int]]:
+        """The groups of words the vocabulary adds, each with the query words it stands for."""
         if self.settings.search_vocabulary_weight == 0:
-            return ""
-        return self.vocabulary.expansion(query.text, query.language)
+            return []
+        return self.vocabulary.expansions(query.text, query.language)
 
     def _vector_weight(self, language: str) -> float:
         """The vector leg's weight for a query in `language`.

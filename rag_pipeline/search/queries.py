@@ -79,8 +79,13 @@ terms AS (
           FROM (SELECT lexeme, 1.0::float8 AS w
                 FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
                 UNION ALL
-                SELECT lexeme, %(vocab_weight)s::float8
-                FROM unnest(to_tsvector(%(cfg)s::regconfig, rag.keyword_text(%(expansion)s)))
+                -- An added group of words weighs together what the words it stands for weigh.
+                SELECT e.lexeme, %(vocab_weight)s * least(1.0, x.covers::float8
+                           / count(*) OVER (PARTITION BY x.n))
+                FROM unnest(%(exp_texts)s::text[], %(exp_covers)s::int[])
+                     WITH ORDINALITY AS x (words, covers, n)
+                CROSS JOIN LATERAL unnest(
+                    to_tsvector(%(cfg)s::regconfig, rag.keyword_text(x.words))) AS e
                ) AS u
           GROUP BY lexeme) AS t
     CROSS JOIN stats st

@@ -113,14 +113,18 @@ class Vocabulary:
         return cls(entries)
 
     def expansion(self, text: str, language: str) -> str:
-        """The iDempiere words of the user phrases in `text`, in order of appearance.
+        """The iDempiere words of the user phrases in `text`, in order of appearance."""
+        return " ".join(words for words, _ in self.expansions(text, language))
+
+    def expansions(self, text: str, language: str) -> list[tuple[str, int]]:
+        """Each added group of iDempiere words with the number of query words it stands for.
 
         Phrases are matched left to right, the longest at each position, so "stock count"
         reads as one phrase (physical inventory), not as "stock" followed by "count".
         """
         index = self._by_first.get(language_prefix(language), {})
         forms = [_singulars(word) for word in _words(text)]
-        found: list[str] = []
+        found: dict[str, int] = {}
         start = 0
         while start < len(forms):
             matches = [
@@ -132,9 +136,9 @@ class Vocabulary:
             size = max((length for length, _ in matches), default=0)
             for length, expansion in matches:
                 if length == size and expansion not in found:
-                    found.append(expansion)
+                    found[expansion] = size
             start += size or 1
-        return " ".join(found)
+        return list(found.items())
 
 
 def _occurs_at(phrase: tuple[str, ...], forms: list[frozenset[str]], start: int) -> bool:
