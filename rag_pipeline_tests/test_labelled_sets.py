@@ -1,0 +1,54 @@
+"""The labelled sets shipped under benchmarks/eval: readable, complete, and naming real items."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.search.evaluation import load_qrels, load_queries
+
+EVAL = Path(__file__).resolve().parents[1] / "benchmarks" / "eval"
+SETS = [
+    (EVAL / "queries.jsonl", EVAL / "qrels.tsv"),
+    (EVAL / "second_set" / "queries.jsonl", EVAL / "second_set" / "qrels.tsv"),
+]
+
+
+@pytest.mark.parametrize(("queries_path", "qrels_path"), SETS, ids=["first", "second"])
+def test_every_query_has_a_relevant_item_and_every_label_a_query(
+    queries_path: Path, qrels_path: Path
+) -> None:
+    queries = load_queries(queries_path)
+    qrels = load_qrels(qrels_path)
+    ids = [q.id for q in queries]
+    assert len(ids) == len(set(ids))
+    assert set(qrels) == set(ids)
+    assert all(max(labels.values()) == 2 for labels in qrels.values())
+    assert {q.language for q in queries} == {"en_US", "es_CO"}
+
+
+def test_the_second_set_names_items_of_the_fixtures(shared_fixtures: Path) -> None:
+    known: dict[str, set[str]] = {"AD_Window": set(), "AD_Process": set()}
+    for entity in ("window", "process"):
+        for folder in ("core_es_CO", "from_migrations"):
+            with (shared_fixtures / "ad" / folder / f"ad_{entity}.csv").open() as handle:
+                for row in csv.DictReader(handle):
+                    ident = row.get(f"AD_{entity.capitalize()}_ID") or row.get(f"ad_{entity}_id")
+                    if ident:
+                        known[f"AD_{entity.capitalize()}"].add(ident)
+    pages = {p.name for p in (shared_fixtures / "wiki" / "docs_md").glob("*.md")}
+    unknown = []
+    qrels = load_qrels(EVAL / "second_set" / "qrels.tsv")
+    for query_id, labels in qrels.items():
+        for source_type, source_id in labels:
+            if source_type == "ad_metadata":
+                kind, _, ident = source_id.partition(":")
+                found = ident in known.get(kind, set())
+            else:
+                found = source_type == "files" and source_id in pages
+            if not found:
+                unknown.append((query_id, source_type, source_id))
+    assert unknown == []
+    lines = (EVAL / "second_set" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["language"] for line in lines].count("es_CO") == 25
