@@ -13,8 +13,11 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   lexemes first, while their chunks together are at most `kw_scan`, so a query full of common
   words cannot make the leg score half the corpus; common words still count in the score of
   the chunks found. Text and query are read with slashes as spaces
-  (`rag.keyword_text`, m004). A section whose document or own title is exactly the query
-  gets the query's IDF sum again (`title_boost`).
+  (`rag.keyword_text`, m004); a query word whose unaccented form is a stop word is dropped.
+  The words the search vocabulary adds (`exp_texts`, see vocabulary/) are terms too, an
+  entry's words sharing `vocab_weight` times the number of query words it stands for.
+  A section whose document or own title is exactly the typed query gets its IDF sum again
+  (`title_boost`).
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
@@ -74,14 +77,14 @@ query_words AS (
 terms AS (
     -- The query's own lexemes weigh 1; those only its vocabulary expansion adds weigh less.
     SELECT t.lexeme, coalesce(s.df, 0) AS df, rag.lexeme_query(t.lexeme) AS tq,
-           {term_idf} AS idf, t.w, t.w = 1 AS typed
-    FROM (SELECT lexeme, max(w) AS w
-          FROM (SELECT lexeme, 1.0::float8 AS w
+           {term_idf} AS idf, t.w, t.typed
+    FROM (SELECT lexeme, max(w) AS w, bool_or(typed) AS typed
+          FROM (SELECT lexeme, 1.0::float8 AS w, true AS typed
                 FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
                 UNION ALL
                 -- An added group of words weighs together what the words it stands for weigh.
                 SELECT e.lexeme, %(vocab_weight)s * least(1.0, x.covers::float8
-                           / count(*) OVER (PARTITION BY x.n))
+                           / count(*) OVER (PARTITION BY x.n)), false
                 FROM unnest(%(exp_texts)s::text[], %(exp_covers)s::int[])
                      WITH ORDINALITY AS x (words, covers, n)
                 CROSS JOIN LATERAL unnest(
