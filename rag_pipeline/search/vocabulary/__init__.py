@@ -95,7 +95,7 @@ class Vocabulary:
     def load(cls, extra_dir: Path | None = None) -> "Vocabulary":
         """The bundled files, plus `<language>.tsv` files from `extra_dir` (added to them)."""
         entries: dict[str, list[Entry]] = {}
-        for item in resources.files(__package__).iterdir():
+        for item in resources.files(__name__).iterdir():
             if item.name.endswith(".tsv"):
                 text = item.read_text(encoding="utf-8")
                 lang = item.name.removesuffix(".tsv")
