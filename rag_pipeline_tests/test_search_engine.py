@@ -12,7 +12,7 @@ import pytest
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import QueryError, Searcher, SearchHit
 from rag_pipeline.search.identifiers import query_identifiers
-from rag_pipeline.search.language import detect_language
+from rag_pipeline.search.language import detect_language, request_words
 from rag_pipeline.search.query import MAX_QUERY_CHARS, prepare_query
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline_tests import search_fixtures
@@ -500,6 +500,33 @@ def test_added_words_weigh_less_than_typed_ones(
     assert score("counterparty", PARTNERS) == pytest.approx(
         0.375 * score("customer employee", PARTNERS)
     )
+
+
+def test_the_words_a_question_asks_with_weigh_less_than_what_it_asks_for(
+    rag_home: Path, database_url: str, embedder: Embedder
+) -> None:
+    # "create" and "new" fill the dictionary's titles; "warehouse" is what the user wants.
+    docs = [
+        Doc(
+            "files",
+            "ad/process/200118.md",
+            "Create New Window",
+            "# Create New Window\n\nCreate a new window, its tabs and new fields from a table.\n",
+        ),
+        Doc(
+            "files",
+            "ad/window/139.md",
+            "Warehouse",
+            "# Warehouse\n\nMaintain each warehouse and its locators.\n",
+        ),
+    ]
+    index_documents(database_url, docs, embedder)
+    searcher = Searcher(_settings(rag_home, database_url), embedder=embedder)
+    hits = searcher.search("how do I create a new warehouse", mode="keyword")
+    assert [h.source_id for h in hits] == ["ad/window/139.md", "ad/process/200118.md"]
+    # Spanish has its own list; a language without one weighs every word alike.
+    assert "registro" in request_words("es_CO").split()
+    assert request_words("hu_HU") == ""
 
 
 def test_the_keyword_scan_keeps_every_chunk_of_the_rarest_word(

@@ -21,6 +21,7 @@ from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix
 from rag_pipeline.runtime import ready_conninfo
 from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
+from rag_pipeline.search.language import request_words
 from rag_pipeline.search.pool import PoolSettings, get_pool, run
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
@@ -53,6 +54,10 @@ _IDENT_BOOST = 1.0
 # A keyword candidate whose document or section title is exactly the query gets its IDF sum
 # this many times more (queries.py, kw_titled): known-item searches find the named thing first.
 _TITLE_BOOST = 1.0
+# The words a question asks with ("create", "set up", "¿dónde registro ...?") count this much
+# of a query word in the keyword leg. Measured: 0.5 lifted English nDCG@10 0.914 -> 0.924 on
+# the language-graded set and Spanish 0.599 -> 0.623 on the second set; 0.25 cost Spanish.
+_REQUEST_WORD_WEIGHT = 0.5
 # Below this many chunks the vector leg compares every vector (a few ms): exact, and the same
 # on every copy of the data, where an HNSW graph depends on the order rows were inserted in.
 _EXACT_VECTORS_BELOW = 5000
@@ -262,6 +267,8 @@ class Searcher:
             "query_language": language_prefix(query.language),
             "qtext": query.text,
             "idents": list(query.identifiers),
+            "request_words": request_words(query.language),
+            "request_weight": _REQUEST_WORD_WEIGHT,
             "exp_texts": [words for words, _ in expansions],
             "exp_covers": [covers for _, covers in expansions],
             "vocab_weight": settings.search_vocabulary_weight,

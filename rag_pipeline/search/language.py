@@ -1,4 +1,6 @@
-"""Which language a query is in, from its words: a small dependency-free heuristic.
+"""Which language a query is in, from its words, and the words with which it asks.
+
+Detection is a small dependency-free heuristic.
 
 Queries are short, so statistical detectors trained on documents guess wildly on them; the
 languages the index holds are few. Distinctive letters decide first (ñ ¿ ¡ for Spanish, ő ű for
@@ -7,6 +9,8 @@ words. No signal means English, the language of the default model and of most do
 """
 
 import re
+
+from rag_pipeline.core.languages import language_prefix
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
@@ -54,3 +58,21 @@ def detect_language(text: str, default: str = "en_US") -> str:
         scores["es_CO"] += 1
     best = max(scores, key=lambda language: (scores[language], language == default))
     return best if scores[best] > 0 else default
+
+
+# The words people ask with, whatever they ask about: "where do I create a new ...", "how do
+# I set up ...", "¿dónde registro ...?". They say little about which entity is meant, but the
+# dictionary's titles are full of them ("Create ...", "Crear ..."), so the keyword leg counts
+# them at a lower weight (engine._REQUEST_WORD_WEIGHT). Stemmed with the query's config.
+_REQUEST_WORDS = {
+    "en": "create add new enter set setup configure define register record maintain manage "
+    "see view find show use change make do get system want need",
+    "es": "crear creo cree agregar agrego nuevo nueva ingresar ingreso registrar registro "
+    "configurar configuro definir defino manejar manejo ver veo buscar busco hacer hago usar "
+    "uso sistema quiero necesito puedo",
+}
+
+
+def request_words(language: str) -> str:
+    """The words a query in `language` asks with ('' for a language without a list)."""
+    return _REQUEST_WORDS.get(language_prefix(language), "")

@@ -16,6 +16,7 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   (`rag.keyword_text`, m004); a query word whose unaccented form is a stop word is dropped.
   The words the search vocabulary adds (`exp_texts`, see vocabulary/) are terms too, an
   entry's words sharing `vocab_weight` times the number of query words it stands for.
+  The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
   A section whose document or own title is exactly the typed query gets its IDF sum again
   (`title_boost`).
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
@@ -75,11 +76,13 @@ query_words AS (
        OR to_tsvector(%(cfg)s::regconfig, rag.folded_words(w)) <> ''::tsvector
 ),
 terms AS (
-    -- The query's own lexemes weigh 1; those only its vocabulary expansion adds weigh less.
+    -- The query's own lexemes weigh 1 (its asking words less); added words weigh less.
     SELECT t.lexeme, coalesce(s.df, 0) AS df, rag.lexeme_query(t.lexeme) AS tq,
            {term_idf} AS idf, t.w, t.typed
     FROM (SELECT lexeme, max(w) AS w, bool_or(typed) AS typed
-          FROM (SELECT lexeme, 1.0::float8 AS w, true AS typed
+          FROM (SELECT lexeme, CASE WHEN lexeme = ANY(tsvector_to_array(to_tsvector(
+                           %(cfg)s::regconfig, %(request_words)s))) THEN %(request_weight)s
+                      ELSE 1.0 END::float8 AS w, true AS typed
                 FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
                 UNION ALL
                 -- An added group of words weighs together what the words it stands for weigh.
