@@ -12,10 +12,11 @@ EVAL = Path(__file__).resolve().parents[1] / "benchmarks" / "eval"
 SETS = [
     (EVAL / "queries.jsonl", EVAL / "qrels.tsv"),
     (EVAL / "second_set" / "queries.jsonl", EVAL / "second_set" / "qrels.tsv"),
+    (EVAL / "third_set" / "queries.jsonl", EVAL / "third_set" / "qrels.tsv"),
 ]
 
 
-@pytest.mark.parametrize(("queries_path", "qrels_path"), SETS, ids=["first", "second"])
+@pytest.mark.parametrize(("queries_path", "qrels_path"), SETS, ids=["first", "second", "third"])
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
 ) -> None:
@@ -28,18 +29,21 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
     assert {q.language for q in queries} == {"en_US", "es_CO"}
 
 
-def test_the_second_set_names_items_of_the_fixtures(shared_fixtures: Path) -> None:
+@pytest.mark.parametrize(("folder", "spanish"), [("second_set", 25), ("third_set", 20)])
+def test_the_blind_sets_name_items_of_the_fixtures(
+    shared_fixtures: Path, folder: str, spanish: int
+) -> None:
     known: dict[str, set[str]] = {"AD_Window": set(), "AD_Process": set()}
     for entity in ("window", "process"):
-        for folder in ("core_es_CO", "from_migrations"):
-            with (shared_fixtures / "ad" / folder / f"ad_{entity}.csv").open() as handle:
+        for export in ("core_es_CO", "from_migrations"):
+            with (shared_fixtures / "ad" / export / f"ad_{entity}.csv").open() as handle:
                 for row in csv.DictReader(handle):
                     ident = row.get(f"AD_{entity.capitalize()}_ID") or row.get(f"ad_{entity}_id")
                     if ident:
                         known[f"AD_{entity.capitalize()}"].add(ident)
     pages = {p.name for p in (shared_fixtures / "wiki" / "docs_md").glob("*.md")}
     unknown = []
-    qrels = load_qrels(EVAL / "second_set" / "qrels.tsv")
+    qrels = load_qrels(EVAL / folder / "qrels.tsv")
     for query_id, labels in qrels.items():
         for source_type, source_id in labels:
             if source_type == "ad_metadata":
@@ -50,5 +54,5 @@ def test_the_second_set_names_items_of_the_fixtures(shared_fixtures: Path) -> No
             if not found:
                 unknown.append((query_id, source_type, source_id))
     assert unknown == []
-    lines = (EVAL / "second_set" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line)["language"] for line in lines].count("es_CO") == 25
+    lines = (EVAL / folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["language"] for line in lines].count("es_CO") == spanish
