@@ -198,10 +198,7 @@ def register(main: click.Group) -> None:
             hits = searcher.search(query, **options)
             caption = ""
             if explain:
-                from rag_pipeline.search.query import prepare_query
-
-                single = languages[0] if len(languages) == 1 else None
-                added = searcher.expansion(prepare_query(query, query_lang or single))
+                added = searcher.expansion(searcher.prepare(query, query_lang, languages))
                 caption = f"search vocabulary added: {added}" if added else ""
         if as_json:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))

@@ -202,9 +202,7 @@ class Searcher:
             raise ValueError(f"unknown search mode {chosen!r}; use one of {', '.join(MODES)}")
         if not 1 <= top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
-        if language is None and languages and len(languages) == 1:
-            language = languages[0]
-        prepared = prepare_query(query, language)
+        prepared = self.prepare(query, language, languages)
         expansions = self.expansions(prepared)
         expansion = " ".join(words for words, _ in expansions)
         vector = None
@@ -289,6 +287,14 @@ class Searcher:
             "top_k": top_k,
             "with_parent": expand == "parent",
         }
+
+    def prepare(
+        self, query: str, language: str | None = None, languages: Sequence[str] | None = None
+    ) -> Query:
+        """`query` cleaned, in `language`, else the one language filtered on, else detected."""
+        if language is None and languages and len(languages) == 1:
+            language = languages[0]
+        return prepare_query(query, language)
 
     def expansion(self, query: Query) -> str:
         """The iDempiere words the vocabulary adds to `query` ('' when it adds none or is off)."""
