@@ -75,14 +75,18 @@ query_words AS (
     WHERE rag.folded_words(w) = ''
        OR to_tsvector(%(cfg)s::regconfig, rag.folded_words(w)) <> ''::tsvector
 ),
+asking_words AS (
+    SELECT unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(request_words)s)))
+           AS asking
+),
 terms AS (
     -- The query's own lexemes weigh 1 (its asking words less); added words weigh less.
     SELECT t.lexeme, coalesce(s.df, 0) AS df, rag.lexeme_query(t.lexeme) AS tq,
            {term_idf} AS idf, t.w, t.typed
     FROM (SELECT lexeme, max(w) AS w, bool_or(typed) AS typed
-          FROM (SELECT lexeme, CASE WHEN lexeme = ANY(tsvector_to_array(to_tsvector(
-                           %(cfg)s::regconfig, %(request_words)s))) THEN %(request_weight)s
-                      ELSE 1.0 END::float8 AS w, true AS typed
+          FROM (SELECT lexeme, CASE WHEN lexeme IN (SELECT asking FROM asking_words)
+                                    THEN %(request_weight)s ELSE 1.0 END::float8 AS w,
+                       true AS typed
                 FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
                 UNION ALL
                 -- An added group of words weighs together what the words it stands for weigh.
