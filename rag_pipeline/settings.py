@@ -312,15 +312,13 @@ class Settings(BaseSettings):
         return value or None
 
     @model_validator(mode="after")
-    def _model_path_exists(self) -> "Settings":
-        if self.embedding_model_path is not None and not self.embedding_model_path.is_dir():
-            raise ValueError(
-                f"RAG_EMBEDDING_MODEL_PATH: {self.embedding_model_path} is not a folder"
-            )
-        if self.search_vocabulary_dir is not None and not self.search_vocabulary_dir.is_dir():
-            raise ValueError(
-                f"RAG_SEARCH_VOCABULARY_DIR: {self.search_vocabulary_dir} is not a folder"
-            )
+    def _folders_exist(self) -> "Settings":
+        for variable, folder in (
+            ("RAG_EMBEDDING_MODEL_PATH", self.embedding_model_path),
+            ("RAG_SEARCH_VOCABULARY_DIR", self.search_vocabulary_dir),
+        ):
+            if folder is not None and not folder.is_dir():
+                raise ValueError(f"{variable}: {folder} is not a folder")
         return self
 
     @property

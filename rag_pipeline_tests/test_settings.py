@@ -39,19 +39,12 @@ def test_invalid_value_names_the_variable(
         load_settings()
 
 
-def test_missing_model_folder_names_the_variable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("variable", ["RAG_EMBEDDING_MODEL_PATH", "RAG_SEARCH_VOCABULARY_DIR"])
+def test_a_missing_folder_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str
 ) -> None:
-    monkeypatch.setenv("RAG_EMBEDDING_MODEL_PATH", str(tmp_path / "nope"))
-    with pytest.raises(ConfigError, match="RAG_EMBEDDING_MODEL_PATH"):
-        load_settings()
-
-
-def test_missing_vocabulary_folder_names_the_variable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("RAG_SEARCH_VOCABULARY_DIR", str(tmp_path / "nope"))
-    with pytest.raises(ConfigError, match="RAG_SEARCH_VOCABULARY_DIR"):
+    monkeypatch.setenv(variable, str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match=f"{variable}: .*nope is not a folder"):
         load_settings()
 
 
