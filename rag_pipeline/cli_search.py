@@ -142,6 +142,12 @@ def register(main: click.Group) -> None:
     @click.option("--breadcrumb", help="Only documents whose breadcrumb starts with this.")
     @click.option("--min-score", type=float, help="Drop hits scoring below this.")
     @click.option(
+        "--per-document",
+        type=click.IntRange(0),
+        help="Sections of one document listed before the next documents' (0: no limit). "
+        "[default: RAG_SEARCH_SECTIONS_PER_DOCUMENT]",
+    )
+    @click.option(
         "--expand",
         type=click.Choice(["parent", "chunk"]),
         default="parent",
@@ -169,6 +175,7 @@ def register(main: click.Group) -> None:
         query_lang: str | None,
         breadcrumb: str | None,
         min_score: float | None,
+        per_document: int | None,
         expand: str,
         explain: bool,
         as_json: bool,
@@ -186,6 +193,7 @@ def register(main: click.Group) -> None:
             "language": query_lang,
             "breadcrumb": breadcrumb,
             "min_score": min_score,
+            "sections_per_document": per_document,
             "explain": explain,
             "expand": "chunk" if expand == "chunk" else "parent",
         }

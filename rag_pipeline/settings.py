@@ -263,6 +263,17 @@ class Settings(BaseSettings):
         description="Folder of <language>.tsv files ('user words<TAB>iDempiere words') added "
         "to the bundled search vocabulary.",
     )
+    search_entity_weights: str = Field(
+        default="table=0.8,tab=0.8,field=0.8",
+        description="Hybrid, vector and keyword scores are multiplied by the weight of the "
+        "document's entity_type ('entity=weight,...', others 1): a dictionary table, tab or "
+        "field ranks below the window or process a question names.",
+    )
+    search_sections_per_document: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=2,
+        description="Sections of one document listed before the next documents' (0: no limit); "
+        "its further sections follow them.",
+    )
     search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     search_ef_search: Annotated[int, Field(ge=10, le=1000)] = 100
     search_pool_size: Annotated[int, Field(ge=1, le=256)] = Field(
@@ -311,6 +322,17 @@ class Settings(BaseSettings):
             raise ValueError("must start with postgresql://")
         return value or None
 
+    @field_validator("search_entity_weights")
+    @classmethod
+    def _entity_weights_parse(cls, value: str) -> str:
+        parse_entity_weights(value)
+        return value
+
+    @property
+    def search_entity_weight_map(self) -> dict[str, float]:
+        """RAG_SEARCH_ENTITY_WEIGHTS as entity type -> weight."""
+        return parse_entity_weights(self.search_entity_weights)
+
     @model_validator(mode="after")
     def _folders_exist(self) -> "Settings":
         for variable, folder in (
@@ -345,6 +367,21 @@ class Settings(BaseSettings):
             f"postgresql://{auth}@{self.vectordb_pg_host}:{self.vectordb_pg_port}/"
             f"{quote(self.vectordb_pg_name, safe='')}"
         )
+
+
+def parse_entity_weights(text: str) -> dict[str, float]:
+    """'table=0.8,field=0.5' as {'table': 0.8, 'field': 0.5}; ValueError names the bad part."""
+    weights: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, number = (x.strip() for x in part.partition("="))
+        try:
+            weight = float(number) if sep and name else -1.0
+        except ValueError:
+            weight = -1.0
+        if not 0 <= weight <= 100:
+            raise ValueError(f"{part!r} is not 'entity_type=weight' with a weight from 0 to 100")
+        weights[name] = weight
+    return weights
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -2,7 +2,6 @@
 identifiers, Spanish, bad input and the connection pool."""
 
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -362,10 +361,6 @@ def test_language_versions_of_a_document_are_one_hit_in_the_querys_language(
 def titled_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
     """Dictionary-like windows whose names join words with slashes, contain each other or
     carry accents."""
-    name = f"titled_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = pg_admin_uri.replace("/postgres?", f"/{name}?")
     # Shaped like the dictionary's pages: the window of the name has a long help text, the
     # import process of nearly the same name only a line, which BM25 favours.
     price_list_help = (
@@ -418,10 +413,8 @@ def titled_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
             "price lists.\n",
         ),
     ]
-    index_documents(url, docs, embedder)
-    yield url
-    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with search_fixtures.indexed_database(pg_admin_uri, docs, embedder) as url:
+        yield url
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import psycopg
 from numpy.typing import NDArray
+from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix
@@ -87,7 +88,9 @@ class SearchHit:
     section_title: str
     heading_path: list[str]
     url: str
-    score: float  # vector: cosine; keyword: BM25; hybrid: fused, 1.0 = first in every leg
+    # vector: cosine; keyword: BM25; hybrid: fused, 1.0 = first in every leg; each times the
+    # weight of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS, 1 for most)
+    score: float
     text: str  # the best-matching chunk
     parent_text: str  # the whole section ('' when expand='chunk')
     document_id: str
@@ -178,8 +181,10 @@ class Searcher:
         expand: Expand = "parent",
         language: str | None = None,
         fusion: Fusion | None = None,
+        sections_per_document: int | None = None,
     ) -> list[SearchHit]:
-        """The `top_k` best sections for `query`, best first.
+        """The `top_k` best sections for `query`, best first, a document's sections past
+        `sections_per_document` after the other documents'.
 
         Args:
             query: what to look for (at most 2,000 characters; sanitized like documents).
@@ -193,6 +198,8 @@ class Searcher:
             expand: "parent" returns each hit's whole section, "chunk" only the chunk.
             language: the query's language (default: one `languages` entry, else detected).
             fusion: "tmm", "minmax" or "rrf" for hybrid (default: RAG_SEARCH_FUSION).
+            sections_per_document: sections of one document listed before the next documents'
+                (default: RAG_SEARCH_SECTIONS_PER_DOCUMENT; 0: no limit).
 
         Raises:
             ValueError: an unusable query (empty, too long) or argument.
@@ -202,6 +209,8 @@ class Searcher:
             raise ValueError(f"unknown search mode {chosen!r}; use one of {', '.join(MODES)}")
         if not 1 <= top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
+        if sections_per_document is not None and sections_per_document < 0:
+            raise ValueError("sections_per_document must be 0 (no limit) or more")
         prepared = self.prepare(query, language, languages)
         expansions = self.expansions(prepared)
         expansion = " ".join(words for words, _ in expansions)
@@ -221,6 +230,7 @@ class Searcher:
             breadcrumb,
             min_score,
             expand,
+            sections_per_document,
         )
 
         def execute(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
@@ -257,6 +267,7 @@ class Searcher:
         breadcrumb: str | None,
         min_score: float | None,
         expand: Expand,
+        sections_per_document: int | None,
     ) -> dict[str, Any]:
         settings = self.settings
         return {
@@ -283,6 +294,10 @@ class Searcher:
             "wv": self._vector_weight(query.language),
             "wk": settings.search_keyword_weight,
             "rrf_k": settings.search_rrf_k,
+            "entity_weights": Jsonb(settings.search_entity_weight_map),
+            "per_document": settings.search_sections_per_document
+            if sections_per_document is None
+            else sections_per_document,
             "min_score": min_score,
             "top_k": top_k,
             "with_parent": expand == "parent",
@@ -421,6 +436,7 @@ def search(
     explain: bool = False,
     expand: Expand = "parent",
     language: str | None = None,
+    sections_per_document: int | None = None,
 ) -> list[SearchHit]:
     """Search the configured index (see `Searcher.search` for the arguments)."""
     return default_searcher().search(
@@ -434,4 +450,5 @@ def search(
         explain=explain,
         expand=expand,
         language=language,
+        sections_per_document=sections_per_document,
     )

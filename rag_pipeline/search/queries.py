@@ -24,7 +24,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
 
 Then one hit per section across a document's language versions, in the query's language when
-that version matched.
+that version matched, its score weighed by its entity type (a dictionary field below its
+window), and at most `per_document` sections of a document before the next documents.
 """
 
 from typing import Literal, LiteralString, cast
@@ -224,13 +225,20 @@ fused AS (
 
 # One hit per section across a document's language versions (same source type and id, e.g. a
 # window in en_US and es_CO, or an untranslated es_CO copy of it): the version in the query's
-# language when it matched, else the best one, with the best version's score.
+# language when it matched, else the best one, with the best version's score times the weight
+# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS). A document's first
+# `per_document` sections come before any further section of it (0: no limit).
 _SELECT = """
 SELECT * FROM (
+SELECT *, row_number() OVER (PARTITION BY source_type, source_id ORDER BY score DESC, chunk_id)
+          AS document_rank
+FROM (
     SELECT DISTINCT ON (d.source_type, d.source_id, s.ordinal)
            d.source_type, d.source_id, d.language, d.title, d.breadcrumb,
            s.title AS section_title, s.heading_path, d.url,
-           max(f.score) OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
+           max(f.score * coalesce(
+               (%(entity_weights)s::jsonb ->> (d.metadata ->> 'entity_type'))::float8, 1.0))
+               OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
            c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,
            d.id AS document_id, s.id AS section_id, c.id AS chunk_id,
            f.v_rank, f.v_score, f.k_rank, f.k_score, {vec_count} AS vec_count
@@ -242,7 +250,8 @@ SELECT * FROM (
              lower(split_part(d.language, '_', 1)) = %(query_language)s DESC, f.score DESC, c.id
 ) AS hits
 WHERE %(min_score)s::float8 IS NULL OR score >= %(min_score)s::float8
-ORDER BY score DESC, chunk_id
+) AS ranked
+ORDER BY %(per_document)s > 0 AND document_rank > %(per_document)s, score DESC, chunk_id
 LIMIT %(top_k)s
 """
 

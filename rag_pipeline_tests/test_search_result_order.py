@@ -1,0 +1,167 @@
+"""The order of a result list after fusion, on a real database with the real model: a
+dictionary field ranks below the window a question names (RAG_SEARCH_ENTITY_WEIGHTS), and one
+long page does not fill the list (RAG_SEARCH_SECTIONS_PER_DOCUMENT)."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rag_pipeline.cli import main
+from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.search import Searcher, SearchHit
+from rag_pipeline.settings import ConfigError, load_settings, parse_entity_weights
+from rag_pipeline_tests.search_fixtures import indexed_database
+from rag_pipeline_tests.search_support import Doc
+
+MODES = ("hybrid", "vector", "keyword")
+
+# A field whose one line is nearly the query, and the window it belongs to, which says more.
+FIELD = Doc(
+    "ad_metadata",
+    "AD_Field:205796",
+    "Bank Account",
+    "# Bank Account\n\nThe bank account a bank transfer moves money from.\n",
+    breadcrumb="Bank Transfer › Transfer › Bank Account",
+    metadata={"entity_type": "field", "window_id": 200105},
+)
+WINDOW = Doc(
+    "ad_metadata",
+    "AD_Window:200105",
+    "Bank Transfer",
+    "# Bank Transfer\n\nTransfer money between two bank or cash accounts of the organization: "
+    "the window makes the payment out of one account and into the other.\n",
+    metadata={"entity_type": "window"},
+)
+# Sections long enough not to be merged with their neighbours by the chunker.
+_DETAIL = (
+    " The mail server is given by its host and port, the account by its user name; "
+    "the authorization provider, its client id and its scopes are kept for each account, "
+    "and a request that fails is written to the log with the server's answer." * 4
+)
+# A long page with three sections on mail tokens, and a short one that mentions them once.
+LONG_PAGE = Doc(
+    "files",
+    "wiki/oauth2-mail.md",
+    "OAuth2 for EMail",
+    "# OAuth2 for EMail\n\n"
+    f"## Sending EMail\n\nSending mail through SMTP with an OAuth2 access token.{_DETAIL}\n\n"
+    f"## Reading EMail\n\nReading mail through IMAP with an OAuth2 access token.{_DETAIL}\n\n"
+    f"## Refreshing the token\n\nThe OAuth2 refresh token renews the mail access token."
+    f"{_DETAIL}\n",
+)
+OTHER_PAGE = Doc(
+    "files",
+    "wiki/mail-server.md",
+    "Mail Server",
+    "# Mail Server\n\nThe client's SMTP host, port and user for outgoing mail.\n",
+)
+
+
+@pytest.fixture(scope="module")
+def ordered_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
+    with indexed_database(pg_admin_uri, [FIELD, WINDOW, LONG_PAGE, OTHER_PAGE], embedder) as url:
+        yield url
+
+
+def _searcher(rag_home: Path, url: str, embedder: Embedder, **overrides: object) -> Searcher:
+    settings = load_settings(home=rag_home, vectordb_url=url, **overrides)
+    return Searcher(settings, embedder=embedder)
+
+
+def _dictionary(hits: list[SearchHit]) -> list[str]:
+    return [h.source_id for h in hits if h.source_type == "ad_metadata"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_field_ranks_below_its_window_by_the_entity_weight(
+    rag_home: Path, ordered_db: str, embedder: Embedder, mode: str
+) -> None:
+    query = "bank account to transfer money from"
+    plain = _searcher(rag_home, ordered_db, embedder, search_entity_weights="")
+    unweighted = plain.search(query, mode=mode, source_types=["ad_metadata"])  # type: ignore[arg-type]
+    # Unweighted, the field's line is the better match: the test's premise.
+    assert _dictionary(unweighted) == [FIELD.source_id, WINDOW.source_id]
+
+    weighted = _searcher(
+        rag_home, ordered_db, embedder, search_entity_weights="field=0.5, tab=0.5"
+    ).search(query, mode=mode, source_types=["ad_metadata"])  # type: ignore[arg-type]
+    assert _dictionary(weighted) == [WINDOW.source_id, FIELD.source_id]
+    field_score = {h.source_id: h.score for h in unweighted}[FIELD.source_id]
+    assert weighted[1].score == pytest.approx(0.5 * field_score)
+    # Documents of no listed entity type keep their score.
+    assert weighted[0].score == pytest.approx(unweighted[1].score)
+
+
+def test_the_default_entity_weights_put_the_window_first(
+    rag_home: Path, ordered_db: str, embedder: Embedder
+) -> None:
+    searcher = _searcher(rag_home, ordered_db, embedder)
+    hits = searcher.search("bank account to transfer money from", source_types=["ad_metadata"])
+    assert _dictionary(hits) == [WINDOW.source_id, FIELD.source_id]
+
+
+@pytest.mark.parametrize(
+    ("per_document", "expected"),
+    [
+        (0, [LONG_PAGE, LONG_PAGE, LONG_PAGE, OTHER_PAGE]),
+        (1, [LONG_PAGE, OTHER_PAGE, LONG_PAGE, LONG_PAGE]),
+        (2, [LONG_PAGE, LONG_PAGE, OTHER_PAGE, LONG_PAGE]),
+    ],
+)
+def test_a_documents_further_sections_follow_the_next_documents(
+    rag_home: Path, ordered_db: str, embedder: Embedder, per_document: int, expected: list[Doc]
+) -> None:
+    searcher = _searcher(rag_home, ordered_db, embedder)
+    hits = searcher.search(
+        "OAuth2 access token for mail",
+        mode="keyword",
+        source_types=["files"],
+        sections_per_document=per_document,
+    )
+    assert [h.source_id for h in hits] == [doc.source_id for doc in expected]
+    # Within a document, its sections keep their order.
+    long_page = [h.score for h in hits if h.source_id == LONG_PAGE.source_id]
+    assert long_page == sorted(long_page, reverse=True)
+
+
+def test_the_setting_gives_the_default_number_of_sections(
+    rag_home: Path, ordered_db: str, embedder: Embedder
+) -> None:
+    searcher = _searcher(rag_home, ordered_db, embedder, search_sections_per_document=1)
+    hits = searcher.search("OAuth2 access token for mail", mode="keyword", source_types=["files"])
+    assert [h.source_id for h in hits][:2] == [LONG_PAGE.source_id, OTHER_PAGE.source_id]
+    with pytest.raises(ValueError, match="sections_per_document"):
+        searcher.search("mail", sections_per_document=-1)
+
+
+def test_entity_weights_parse_and_bad_ones_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert parse_entity_weights(" table=0.8 , field = 0.5,") == {"table": 0.8, "field": 0.5}
+    assert parse_entity_weights("") == {}
+    for bad in ("field", "field=", "=0.5", "field=much", "field=-1", "field=nan", "tab=101"):
+        monkeypatch.setenv("RAG_SEARCH_ENTITY_WEIGHTS", bad)
+        with pytest.raises(ConfigError, match="RAG_SEARCH_ENTITY_WEIGHTS"):
+            load_settings()
+
+
+@pytest.mark.parametrize(("option", "second"), [("0", LONG_PAGE), ("1", OTHER_PAGE)])
+def test_rag_search_per_document(
+    monkeypatch: pytest.MonkeyPatch,
+    rag_home: Path,
+    ordered_db: str,
+    option: str,
+    second: Doc,
+) -> None:
+    monkeypatch.setenv("RAG_HOME", str(rag_home))
+    monkeypatch.setenv("RAG_VECTORDB_URL", ordered_db)
+    args = ["search", "OAuth2 access token for mail", "--source", "files", "--json"]
+    result = CliRunner().invoke(main, [*args, "--mode", "keyword", "--per-document", option])
+    assert result.exit_code == 0, result.output
+    assert [hit["source_id"] for hit in json.loads(result.output)][1] == second.source_id
+    bad = CliRunner().invoke(main, [*args, "--per-document", "-1"])
+    assert bad.exit_code == 2
+    assert "--per-document" in bad.output
