@@ -449,6 +449,38 @@ def test_spanish_typed_without_accents_finds_the_accented_text(
     assert accented[0].source_id == "ad/window/200119.es_CO.md"
 
 
+@pytest.mark.parametrize("query", ["Facturación Electrónica", "facturacion electronica"])
+def test_a_title_typed_with_or_without_its_accents_finds_that_title_first(
+    rag_home: Path, pg_admin_uri: str, embedder: Embedder, query: str
+) -> None:
+    # The process says "facturación electrónica" more often, in its title too, than the
+    # window of that name.
+    window = Doc(
+        "files",
+        "ad/window/200119.es_CO.md",
+        "Facturación Electrónica",
+        "# Facturación Electrónica\n\nConfigurar el proveedor y los certificados. La "
+        "ventana guarda la dirección del servicio, el usuario y la clave de la empresa, el "
+        "certificado de firma con su fecha de vencimiento, el ambiente de pruebas o de "
+        "producción y los tipos de documento que se envían, con la resolución de numeración "
+        "autorizada, su prefijo, el rango de números y las fechas en que es válida.\n",
+        language="es_CO",
+    )
+    process = Doc(
+        "files",
+        "ad/process/200200.es_CO.md",
+        "Enviar Facturación Electrónica",
+        "# Enviar Facturación Electrónica\n\nEnvía la facturación electrónica pendiente: "
+        "cada factura de la facturación electrónica se firma y la facturación electrónica "
+        "rechazada se reintenta.\n",
+        language="es_CO",
+    )
+    with search_fixtures.indexed_database(pg_admin_uri, [process, window], embedder) as url:
+        searcher = Searcher(_settings(rag_home, url), embedder=embedder)
+        hits = searcher.search(query, mode="keyword", top_k=2)
+        assert [h.source_id for h in hits] == [window.source_id, process.source_id]
+
+
 def test_a_spanish_question_word_typed_with_its_accent_is_a_stop_word(
     rag_home: Path, titled_db: str, embedder: Embedder
 ) -> None:

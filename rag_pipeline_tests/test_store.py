@@ -125,7 +125,7 @@ def test_an_index_of_release_three_is_reread_with_split_and_folded_words(databas
         found = conn.execute(
             "SELECT count(*) FROM rag.chunks WHERE tsv @@ to_tsquery('english', 'cash & receipt')"
         ).fetchone()
-    assert applied == [4]
+    assert applied == [4, 5]
     assert before is not None
     assert "'bank/cash'" in before[0]
     assert after == ("'bank':1A 'cash':2A 'confirm':6B 'receipt':5B 'ship':4B 'statement':3A",)
@@ -226,3 +226,12 @@ def test_unique_document_key_per_source(database_url: str) -> None:
         conn.execute(insert, ("id1",))
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute(insert, ("id2",))
+
+
+def test_folded_text_removes_every_diacritic_and_keeps_the_rest(database_url: str) -> None:
+    with connect(database_url) as conn:
+        migrate(conn)
+        row = conn.execute(
+            "SELECT rag.folded_text('Facturación Electrónica: año, Ñandú, Bank/Cash_ID 2')"
+        ).fetchone()
+    assert row == ("Facturacion Electronica: ano, Nandu, Bank/Cash_ID 2",)

@@ -17,8 +17,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   The words the search vocabulary adds (`exp_texts`, see vocabulary/) are terms too, an
   entry's words sharing `vocab_weight` times the number of query words it stands for.
   The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
-  A section whose document or own title is exactly the typed query gets its IDF sum again
-  (`title_boost`).
+  A section whose document or own title is exactly the typed query (with or without its
+  accents) gets its IDF sum again (`title_boost`).
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
@@ -156,7 +156,12 @@ kw_titled AS (
                       AND count(*) = (SELECT count(*) FROM typed_terms)
                ))
                FROM (VALUES (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(d.title))),
-                            (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(s.title))))
+                            (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(s.title))),
+                            -- and as typed without accents
+                            (to_tsvector(%(cfg)s::regconfig,
+                                         rag.keyword_text(rag.folded_text(d.title)))),
+                            (to_tsvector(%(cfg)s::regconfig,
+                                         rag.keyword_text(rag.folded_text(s.title)))))
                     AS titles (v)
            ), 0) END AS score
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
