@@ -13,10 +13,11 @@ SETS = [
     (EVAL / "queries.jsonl", EVAL / "qrels.tsv"),
     (EVAL / "second_set" / "queries.jsonl", EVAL / "second_set" / "qrels.tsv"),
     (EVAL / "third_set" / "queries.jsonl", EVAL / "third_set" / "qrels.tsv"),
+    (EVAL / "fourth_set" / "queries.jsonl", EVAL / "fourth_set" / "qrels.tsv"),
 ]
 
 
-@pytest.mark.parametrize(("queries_path", "qrels_path"), SETS, ids=["first", "second", "third"])
+@pytest.mark.parametrize(("queries_path", "qrels_path"), SETS, ids=["first", "second", "third", "fourth"])
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
 ) -> None:
@@ -29,7 +30,7 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
     assert {q.language for q in queries} == {"en_US", "es_CO"}
 
 
-@pytest.mark.parametrize(("folder", "spanish"), [("second_set", 25), ("third_set", 20)])
+@pytest.mark.parametrize(("folder", "spanish"), [("second_set", 25), ("third_set", 20), ("fourth_set", 20)])
 def test_the_blind_sets_name_items_of_the_fixtures(
     shared_fixtures: Path, folder: str, spanish: int
 ) -> None:
