@@ -17,7 +17,9 @@ SETS = [
 ]
 
 
-@pytest.mark.parametrize(("queries_path", "qrels_path"), SETS, ids=["first", "second", "third", "fourth"])
+@pytest.mark.parametrize(
+    ("queries_path", "qrels_path"), SETS, ids=["first", "second", "third", "fourth"]
+)
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
 ) -> None:
@@ -30,7 +32,9 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
     assert {q.language for q in queries} == {"en_US", "es_CO"}
 
 
-@pytest.mark.parametrize(("folder", "spanish"), [("second_set", 25), ("third_set", 20), ("fourth_set", 20)])
+@pytest.mark.parametrize(
+    ("folder", "spanish"), [("second_set", 25), ("third_set", 20), ("fourth_set", 20)]
+)
 def test_the_blind_sets_name_items_of_the_fixtures(
     shared_fixtures: Path, folder: str, spanish: int
 ) -> None:

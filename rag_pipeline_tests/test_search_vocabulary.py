@@ -28,7 +28,8 @@ def test_words_match_whole_in_any_case_accent_and_plural() -> None:
     assert vocabulary.expansion("BINS and Storage Locations", "en") == "locator"
     assert vocabulary.expansion("our companies", "en") == "client"
     assert vocabulary.expansion("binary files", "en") == ""  # a word, not a prefix
-    assert vocabulary.expansion("a storage unit's location", "en") == ""  # a phrase, in order
+    # The words of a phrase far apart are not that phrase.
+    assert vocabulary.expansion("storage of pallets near the loading dock location", "en") == ""
     spanish = _vocabulary("bodega\talmacén\nproveedor\ttercero\n", "es")
     assert spanish.expansion("BODEGAS y Proveedores", "es_CO") == "almacén tercero"
 
@@ -72,3 +73,25 @@ def test_files_of_a_folder_add_to_the_bundled_ones(tmp_path: Path) -> None:
     (tmp_path / "en.tsv").write_text("no tab here\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match=r"en\.tsv:1"):
         Vocabulary.load(tmp_path)
+
+
+def test_a_phrase_matches_by_its_stems_close_together_in_any_order() -> None:
+    vocabulary = _vocabulary("stock\tstorage\nstock count|inventory count\tphysical inventory\n")
+    # Inflected, reordered, with up to two other words between: the phrase, not its parts.
+    assert vocabulary.expansions("counting the stock at year end", "en") == [
+        ("physical inventory", 2)
+    ]
+    assert vocabulary.expansion("the stock we counted", "en") == "physical inventory"
+    # Three words between are too many; then "stock" stands for its own entry.
+    assert vocabulary.expansion("stock in all of our three warehouses counted", "en") == ("storage")
+    spanish = _vocabulary(
+        "llego mercancia|mercancia recibida\trecepcion\nmercancia\tproducto\n", "es"
+    )
+    assert spanish.expansion("la mercancía que llegó del proveedor", "es_CO") == "recepcion"
+    assert spanish.expansion("mercancía en la bodega", "es_CO") == "producto"
+
+
+def test_a_language_without_a_stemmer_matches_phrases_by_their_words() -> None:
+    vocabulary = _vocabulary("raktar hely\tlocator\n", "xx")
+    assert vocabulary.expansion("hely a raktar", "xx_XX") == "locator"
+    assert vocabulary.expansion("helyek a raktarban", "xx_XX") == ""

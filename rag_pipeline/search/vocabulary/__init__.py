@@ -16,10 +16,14 @@ the singular.
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Protocol, cast
+
+import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 
 from rag_pipeline.core.languages import language_prefix
 
@@ -85,11 +89,20 @@ class Vocabulary:
     def __init__(self, entries: Mapping[str, list[Entry]]) -> None:
         # Per language: first word -> (phrase, expansion) of every phrase starting with it.
         self._by_first: dict[str, dict[str, list[tuple[tuple[str, ...], str]]]] = {}
+        # Per language: the phrases of several words as stems, the longest first.
+        self._stemmed: dict[str, list[tuple[tuple[str, ...], str]]] = {}
         for lang, found in entries.items():
-            index = self._by_first.setdefault(language_prefix(lang), {})
+            prefix = language_prefix(lang)
+            index = self._by_first.setdefault(prefix, {})
+            stem = _stemmer(prefix)
             for entry in found:
                 for phrase in entry.phrases:
                     index.setdefault(phrase[0], []).append((phrase, entry.expansion))
+                    if len(phrase) > 1:
+                        stems = tuple(stem(word) for word in phrase)
+                        self._stemmed.setdefault(prefix, []).append((stems, entry.expansion))
+        for phrases in self._stemmed.values():
+            phrases.sort(key=lambda item: -len(item[0]))
 
     @classmethod
     def load(cls, extra_dir: Path | None = None) -> "Vocabulary":
@@ -120,25 +133,92 @@ class Vocabulary:
         """Each added group of iDempiere words with the number of query words it stands for.
 
         Phrases are matched left to right, the longest at each position, so "stock count"
-        reads as one phrase (physical inventory), not as "stock" followed by "count".
+        reads as one phrase (physical inventory), not as "stock" followed by "count". Then a
+        phrase of several words not found that way still matches when the stems of all its
+        words are among the words left, close together, in any order: "counting the stock"
+        is a "stock count", "mercancía que llegó" a "llegó mercancía".
         """
-        index = self._by_first.get(language_prefix(language), {})
-        forms = [_singulars(word) for word in _words(text)]
+        prefix = language_prefix(language)
+        words = _words(text)
+        matches = self._in_order(words, prefix)
+        taken = {i for places, _ in matches if len(places) > 1 for i in places}
+        stem = _stemmer(prefix)
+        left = {i: stem(word) for i, word in enumerate(words) if i not in taken}
+        for stems, expansion in self._stemmed.get(prefix, ()):
+            places = _nearby(stems, left)
+            if places:
+                matches.append((places, expansion))
+                for i in places:
+                    del left[i]
+        # A word read as part of a phrase does not also stand for an entry of its own.
+        in_phrases = {i for places, _ in matches if len(places) > 1 for i in places}
         found: dict[str, int] = {}
+        for places, expansion in sorted(matches, key=lambda match: min(match[0])):
+            if len(places) > 1 or places[0] not in in_phrases:
+                found.setdefault(expansion, len(places))
+        return list(found.items())
+
+    def _in_order(self, words: tuple[str, ...], prefix: str) -> list[tuple[list[int], str]]:
+        """The phrases found as typed, left to right, the longest at each position."""
+        index = self._by_first.get(prefix, {})
+        forms = [_singulars(word) for word in words]
+        matches: list[tuple[list[int], str]] = []
         start = 0
         while start < len(forms):
-            matches = [
+            here = [
                 (len(phrase), expansion)
                 for form in forms[start]
                 for phrase, expansion in index.get(form, ())
                 if _occurs_at(phrase, forms, start)
             ]
-            size = max((length for length, _ in matches), default=0)
-            for length, expansion in matches:
-                if length == size and expansion not in found:
-                    found[expansion] = size
+            size = max((length for length, _ in here), default=0)
+            places = list(range(start, start + size))
+            matches += [(places, expansion) for length, expansion in here if length == size]
             start += size or 1
-        return list(found.items())
+        return matches
+
+
+# Snowball's name for a language prefix; other languages match their words unstemmed.
+_SNOWBALL = {
+    "ca": "catalan", "da": "danish", "de": "german", "en": "english", "es": "spanish",
+    "fi": "finnish", "fr": "french", "hu": "hungarian", "it": "italian", "nl": "dutch",
+    "no": "norwegian", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sv": "swedish",
+    "tr": "turkish",
+}  # fmt: skip
+# How many other words may stand between the words of a phrase matched by its stems.
+_GAP = 2
+
+
+class _Stemmer(Protocol):
+    def stemWord(self, word: str) -> str: ...  # noqa: N802 (snowballstemmer's name)
+
+
+@cache
+def _stemmer(prefix: str) -> Callable[[str], str]:
+    name = _SNOWBALL.get(prefix)
+    if name is None:
+        return lambda word: word
+    stemmer = cast(_Stemmer, snowballstemmer.stemmer(name))  # pyright: ignore[reportUnknownMemberType]
+    return stemmer.stemWord
+
+
+def _nearby(stems: tuple[str, ...], left: Mapping[int, str]) -> list[int]:
+    """Positions of `left` holding every stem, within len(stems) + _GAP words; [] if none."""
+    spots = [[i for i, word in left.items() if word == stem] for stem in stems]
+    if not all(spots):
+        return []
+    for first in sorted(set(spots[0])):
+        places: list[int] = []
+        for candidates in spots:
+            near = [i for i in candidates if abs(i - first) <= len(stems) + _GAP - 1]
+            near = [i for i in near if i not in places]
+            if not near:
+                break
+            places.append(near[0])
+        else:
+            if max(places) - min(places) < len(stems) + _GAP:
+                return places
+    return []
 
 
 def _occurs_at(phrase: tuple[str, ...], forms: list[frozenset[str]], start: int) -> bool:
