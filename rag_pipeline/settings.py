@@ -242,7 +242,7 @@ class Settings(BaseSettings):
         default="tmm", description="Hybrid fusion: scores over each leg's best, min-max, or RRF."
     )
     search_vector_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
-    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.5
+    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
     search_model_languages: str = Field(
         default="en",
         description="Language prefixes the embedding model understands, comma-separated "
