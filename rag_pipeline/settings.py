@@ -328,9 +328,9 @@ class Settings(BaseSettings):
         parse_entity_weights(value)
         return value
 
-    @property
+    @cached_property
     def search_entity_weight_map(self) -> dict[str, float]:
-        """RAG_SEARCH_ENTITY_WEIGHTS as entity type -> weight."""
+        """RAG_SEARCH_ENTITY_WEIGHTS as entity type -> weight (parsed once, not per query)."""
         return parse_entity_weights(self.search_entity_weights)
 
     @model_validator(mode="after")
