@@ -15,11 +15,14 @@ SETS = [
     (EVAL / "third_set" / "queries.jsonl", EVAL / "third_set" / "qrels.tsv"),
     (EVAL / "fourth_set" / "queries.jsonl", EVAL / "fourth_set" / "qrels.tsv"),
     (EVAL / "fifth_set" / "queries.jsonl", EVAL / "fifth_set" / "qrels.tsv"),
+    (EVAL / "sixth_set" / "queries.jsonl", EVAL / "sixth_set" / "qrels.tsv"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("queries_path", "qrels_path"), SETS, ids=["first", "second", "third", "fourth", "fifth"]
+    ("queries_path", "qrels_path"),
+    SETS,
+    ids=["first", "second", "third", "fourth", "fifth", "sixth"],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
@@ -35,7 +38,13 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
 
 @pytest.mark.parametrize(
     ("folder", "spanish"),
-    [("second_set", 25), ("third_set", 20), ("fourth_set", 20), ("fifth_set", 30)],
+    [
+        ("second_set", 25),
+        ("third_set", 20),
+        ("fourth_set", 20),
+        ("fifth_set", 30),
+        ("sixth_set", 25),
+    ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
     shared_fixtures: Path, folder: str, spanish: int
