@@ -50,7 +50,7 @@ def _where(hit: "SearchHit") -> str:
     return " › ".join(p for p in (hit.title, *hit.heading_path[1:]) if p)
 
 
-def _print_table(query: str, hits: "list[SearchHit]", explain: bool, caption: str = "") -> None:
+def _print_table(title: str, hits: "list[SearchHit]", explain: bool, caption: str = "") -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -59,7 +59,7 @@ def _print_table(query: str, hits: "list[SearchHit]", explain: bool, caption: st
         console.print("no results (is anything ingested? try `rag status`)")
         return
     table = Table(
-        title=f"{query[:80]}",
+        title=title if len(title) <= 160 else title[:159] + "…",
         title_justify="left",
         caption=caption or None,
         caption_justify="left",
@@ -204,14 +204,19 @@ def register(main: click.Group) -> None:
                 return
             assert query is not None
             hits = searcher.search(query, **options)
-            caption = ""
-            if explain:
-                added = searcher.expansion(searcher.prepare(query, query_lang, languages))
-                caption = f"search vocabulary added: {added}" if added else ""
+            title, caption = query, ""
+            if not as_json:
+                typed = searcher.prepare(query, query_lang, languages)
+                searched = searcher.corrected(typed)
+                if searched.text != typed.text:
+                    title = f"{query}  (searched as: {searched.text})"
+                if explain:
+                    added = searcher.expansion(searched)
+                    caption = f"search vocabulary added: {added}" if added else ""
         if as_json:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:
-            _print_table(query, hits, explain, caption)
+            _print_table(title, hits, explain, caption)
 
     @main.command("eval")
     @click.option(

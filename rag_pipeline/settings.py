@@ -258,6 +258,11 @@ class Settings(BaseSettings):
         "(supplier -> business partner), shared by the words of one entry, against 1 for "
         "each word of the query; 0 turns the vocabulary off.",
     )
+    search_typo_correction: bool = Field(
+        default=True,
+        description="Read a query word the index does not hold as the indexed word one typing "
+        "error away ('comission' -> 'commission') in both legs.",
+    )
     search_vocabulary_dir: Path | None = Field(
         default=None,
         description="Folder of <language>.tsv files ('user words<TAB>iDempiere words') added "

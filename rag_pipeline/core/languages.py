@@ -2,7 +2,7 @@
 
 # PostgreSQL ships stemmers for these; Slovak has none, so it (and anything unknown) uses
 # 'simple', which still matches whole words.
-_TS_CONFIGS = {
+TS_CONFIGS = {
     "en": "english",
     "hu": "hungarian",
     "de": "german",
@@ -24,4 +24,4 @@ def language_prefix(language: str) -> str:
 
 def ts_config_for(language: str) -> str:
     """The text-search configuration for a language code like `en_US`, `hu` or `sk_SK`."""
-    return _TS_CONFIGS.get(language_prefix(language), "simple")
+    return TS_CONFIGS.get(language_prefix(language), "simple")

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +26,14 @@ from rag_pipeline.search.language import request_words
 from rag_pipeline.search.pool import PoolSettings, get_pool, run
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
+from rag_pipeline.search.spelling import (
+    Unknown,
+    apply_corrections,
+    candidate_words,
+    choose_corrections,
+    find_unknown,
+    vocabulary_candidates,
+)
 from rag_pipeline.search.stats import refresh_search_stats, stats_state
 from rag_pipeline.search.vocabulary import Vocabulary
 from rag_pipeline.settings import Settings, load_settings
@@ -211,7 +219,7 @@ class Searcher:
             raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
         if sections_per_document is not None and sections_per_document < 0:
             raise ValueError("sections_per_document must be 0 (no limit) or more")
-        prepared = self.prepare(query, language, languages)
+        prepared = self.corrected(self.prepare(query, language, languages))
         expansions = self.expansions(prepared)
         expansion = " ".join(words for words, _ in expansions)
         vector = None
@@ -310,6 +318,34 @@ class Searcher:
         if language is None and languages and len(languages) == 1:
             language = languages[0]
         return prepare_query(query, language)
+
+    def corrected(self, query: Query) -> Query:
+        """`query` with its typing errors corrected (spelling.py), or as it is."""
+        corrections = self.corrections(query)
+        if not corrections:
+            return query
+        return replace(query, text=apply_corrections(query.text, corrections))
+
+    def corrections(self, query: Query) -> dict[str, str]:
+        """`{typed word: indexed word}` for the words of `query` the index does not hold.
+
+        One round trip, only for a query with a word long enough to correct; none when
+        RAG_SEARCH_TYPO_CORRECTION is off.
+        """
+        if not self.settings.search_typo_correction or not candidate_words(query.text):
+            return {}
+
+        def spell(conn: psycopg.Connection) -> Unknown:
+            self._fresh_stats(conn)
+            return find_unknown(conn, query.text, query.ts_config)
+
+        unknown = run(self._pool, spell)
+        candidates = (
+            vocabulary_candidates(unknown, self.vocabulary, query.language)
+            if self.settings.search_vocabulary_weight > 0
+            else unknown.candidates
+        )
+        return choose_corrections(candidates, query.language)
 
     def expansion(self, query: Query) -> str:
         """The iDempiere words the vocabulary adds to `query` ('' when it adds none or is off)."""

@@ -91,12 +91,16 @@ class Vocabulary:
         self._by_first: dict[str, dict[str, list[tuple[tuple[str, ...], str]]]] = {}
         # Per language: the phrases of several words as stems, the longest first.
         self._stemmed: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        # Per language: every word of the user phrases (folded, singular).
+        self._user_words: dict[str, set[str]] = {}
         for lang, found in entries.items():
             prefix = language_prefix(lang)
             index = self._by_first.setdefault(prefix, {})
             stem = _stemmer(prefix)
+            words = self._user_words.setdefault(prefix, set())
             for entry in found:
                 for phrase in entry.phrases:
+                    words.update(phrase)
                     index.setdefault(phrase[0], []).append((phrase, entry.expansion))
                     if len(phrase) > 1:
                         stems = tuple(stem(word) for word in phrase)
@@ -124,6 +128,12 @@ class Vocabulary:
                 lang = language_prefix(path.stem)
                 entries.setdefault(lang, []).extend(parse_entries(text.splitlines(), str(path)))
         return cls(entries)
+
+    def knows(self, word: str, language: str) -> bool:
+        """True when `word` (any case, accents, singular or plural) is a word of a user phrase
+        of `language`: a word people type for what iDempiere names otherwise ("bodega")."""
+        words = self._user_words.get(language_prefix(language), set())
+        return any(form in words for form in _singulars(_fold(word)))
 
     def expansion(self, text: str, language: str) -> str:
         """The iDempiere words of the user phrases in `text`, in order of appearance."""
