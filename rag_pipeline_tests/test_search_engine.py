@@ -121,6 +121,26 @@ def test_language_detection() -> None:
     assert detect_language("M_Locator") == "en_US"
 
 
+@pytest.mark.parametrize(
+    ("query", "language"),
+    [
+        # no telling letters or function words: the words' own language decides
+        ("activo fijo", "es_CO"),
+        ("calcular mrp", "es_CO"),
+        ("caja menor", "es_CO"),
+        ("price list", "en_US"),
+        ("Business Partner", "en_US"),
+        # words common in both stay English
+        ("balance general", "en_US"),
+        ("xyzzy", "en_US"),
+    ],
+)
+def test_a_query_without_function_words_is_read_in_its_words_language(
+    query: str, language: str
+) -> None:
+    assert detect_language(query) == language
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_filters_are_applied_in_sql(searcher: Searcher, mode: str) -> None:
     query = "sales orders of customers"
