@@ -182,7 +182,8 @@ def register(main: click.Group) -> None:
         queries_file: Path | None,
     ) -> None:
         """Search the index (hybrid: vector + keyword with identifiers) and print the best
-        sections."""
+        sections. A misspelled word is searched as the word meant (the table says so;
+        RAG_SEARCH_TYPO_CORRECTION=false turns it off)."""
         if (query is None) == (queries_file is None):
             raise click.UsageError("give a QUERY or --queries FILE")
         options: dict[str, Any] = {
