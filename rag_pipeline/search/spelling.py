@@ -75,7 +75,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzñ"  # as rag.one_edit_variants (m006)
 
 @dataclass(frozen=True)
 class Candidate:
-    """An indexed word one edit away from a word the index does not hold."""
+    """A possible correction: a word one edit away from a word the index does not hold,
+    held by the index or listed by the vocabulary."""
 
     word: str  # as typed, lowercased
     variant: str  # the word one edit away
