@@ -116,6 +116,7 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
         out["tools"] = (await client.list_tools()).tools
         calls = {
             "search": ("search_knowledge", {"query": "How do I set up locators in a warehouse?"}),
+            "search_typo": ("search_knowledge", {"query": "set up locators in a warehose"}),
             "search_filtered": (
                 "search_knowledge",
                 {"query": "locators", "source_types": ["wiki"], "top_k": 3},
@@ -191,6 +192,14 @@ def test_search_knowledge_returns_the_warehouse_page(calls: dict[str, Any]) -> N
     assert {h["source_type"] for h in filtered} == {"wiki"}
     assert _structured(calls["search_none"])["hits"] == []
     assert _structured(calls["search_none"])["note"]
+
+
+def test_search_knowledge_says_when_it_corrected_a_misspelled_word(calls: dict[str, Any]) -> None:
+    typo = _structured(calls["search_typo"])
+    assert typo["query"] == "set up locators in a warehose"
+    assert typo["searched_as"] == "set up locators in a warehouse"
+    assert typo["hits"][0]["source_id"] == "demo/warehouse-and-locators.md"
+    assert _structured(calls["search"]).get("searched_as") is None
 
 
 def test_get_knowledge_stats_counts_the_demo(calls: dict[str, Any]) -> None:

@@ -76,6 +76,9 @@ class KnowledgeResult(BaseModel):
     """Sections matching a query, best first."""
 
     query: str
+    searched_as: str | None = Field(
+        default=None, description="The query as searched, when misspelled words were corrected"
+    )
     hits: list[KnowledgeHit]
     note: str | None = Field(default=None, description="Why there are few or no hits")
 
@@ -170,11 +173,23 @@ class KnowledgeTools:
     ) -> KnowledgeResult:
         """Sections matching `query`."""
         query = _required(query, "query")
-        hits = self.searcher().search(
-            query, top_k=top_k, source_types=source_types or None, languages=languages or None
+        searcher = self.searcher()
+        typed = searcher.prepare(query, None, languages or None)
+        searched = searcher.corrected(typed)
+        hits = searcher.search(
+            searched.text,
+            top_k=top_k,
+            source_types=source_types or None,
+            languages=languages or None,
+            language=searched.language,
         )
         note = None if hits else "no matching sections; try other words or fewer filters"
-        return KnowledgeResult(query=query, hits=_hits(hits), note=note)
+        return KnowledgeResult(
+            query=query,
+            searched_as=searched.text if searched.text != typed.text else None,
+            hits=_hits(hits),
+            note=note,
+        )
 
     def get_knowledge_stats(self) -> KnowledgeStatsResult:
         """Counts per source and language, the model, the last run per source."""
