@@ -2,7 +2,9 @@
 
 A Searcher holds what is costly to build once per process — the model (loaded once through
 `rag_pipeline.runtime`), a connection pool and an LRU cache of query vectors — and answers a
-query with one SQL statement (see `queries.py`), filters included.
+query with one SQL statement (see `queries.py`), filters included. A query with words of five
+letters or more first takes one short round trip that looks up the words the index does not
+hold, to correct typing errors (`spelling.py`).
 """
 
 import logging
@@ -327,7 +329,7 @@ class Searcher:
         return replace(query, text=apply_corrections(query.text, corrections))
 
     def corrections(self, query: Query) -> dict[str, str]:
-        """`{typed word: indexed word}` for the words of `query` the index does not hold.
+        """`{typed word: the word meant}` for the misspelled words of `query`.
 
         One round trip, only for a query with a word long enough to correct; none when
         RAG_SEARCH_TYPO_CORRECTION is off.
