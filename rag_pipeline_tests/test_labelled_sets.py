@@ -16,13 +16,14 @@ SETS = [
     (EVAL / "fourth_set" / "queries.jsonl", EVAL / "fourth_set" / "qrels.tsv"),
     (EVAL / "fifth_set" / "queries.jsonl", EVAL / "fifth_set" / "qrels.tsv"),
     (EVAL / "sixth_set" / "queries.jsonl", EVAL / "sixth_set" / "qrels.tsv"),
+    (EVAL / "seventh_set" / "queries.jsonl", EVAL / "seventh_set" / "qrels.tsv"),
 ]
 
 
 @pytest.mark.parametrize(
     ("queries_path", "qrels_path"),
     SETS,
-    ids=["first", "second", "third", "fourth", "fifth", "sixth"],
+    ids=["first", "second", "third", "fourth", "fifth", "sixth", "seventh"],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
