@@ -204,16 +204,15 @@ def register(main: click.Group) -> None:
                 _batch(searcher, queries_file, options, as_json)
                 return
             assert query is not None
-            hits = searcher.search(query, **options)
+            typed = searcher.prepare(query, query_lang, languages)
+            searched = searcher.corrected(typed)
+            hits = searcher.search(searched, **options)
             title, caption = query, ""
-            if not as_json:
-                typed = searcher.prepare(query, query_lang, languages)
-                searched = searcher.corrected(typed)
-                if searched.text != typed.text:
-                    title = f"{query}  (searched as: {searched.text})"
-                if explain:
-                    added = searcher.expansion(searched)
-                    caption = f"search vocabulary added: {added}" if added else ""
+            if searched.text != typed.text:
+                title = f"{query}  (searched as: {searched.text})"
+            if explain and not as_json:
+                added = searcher.expansion(searched)
+                caption = f"search vocabulary added: {added}" if added else ""
         if as_json:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:

@@ -179,7 +179,7 @@ class Searcher:
 
     def search(
         self,
-        query: str,
+        query: str | Query,
         *,
         top_k: int = 10,
         mode: Mode | None = None,
@@ -197,7 +197,8 @@ class Searcher:
         `sections_per_document` after the other documents'.
 
         Args:
-            query: what to look for (at most 2,000 characters; sanitized like documents).
+            query: what to look for (at most 2,000 characters; sanitized like documents), or
+                a Query from `corrected(prepare(...))`, searched as it is (its language wins).
             top_k: how many sections to return.
             mode: "hybrid" (default: RAG_SEARCH_MODE), "vector" or "keyword".
             source_types: only these source types.
@@ -221,7 +222,11 @@ class Searcher:
             raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
         if sections_per_document is not None and sections_per_document < 0:
             raise ValueError("sections_per_document must be 0 (no limit) or more")
-        prepared = self.corrected(self.prepare(query, language, languages))
+        prepared = (
+            query
+            if isinstance(query, Query)
+            else self.corrected(self.prepare(query, language, languages))
+        )
         expansions = self.expansions(prepared)
         expansion = " ".join(words for words, _ in expansions)
         vector = None

@@ -177,11 +177,10 @@ class KnowledgeTools:
         typed = searcher.prepare(query, None, languages or None)
         searched = searcher.corrected(typed)
         hits = searcher.search(
-            searched.text,
+            searched,
             top_k=top_k,
             source_types=source_types or None,
             languages=languages or None,
-            language=searched.language,
         )
         note = None if hits else "no matching sections; try other words or fewer filters"
         return KnowledgeResult(
