@@ -25,6 +25,7 @@ One round trip, before the query is embedded, and only for a query with a candid
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Protocol
 
 import psycopg
@@ -191,11 +192,19 @@ def choose_corrections(candidates: Sequence[Candidate], language: str) -> dict[s
 def word_zipf(word: str, language: str) -> float:
     """How common `word` is (Zipf scale: 0 unknown, 3 once per million words, 6 very common)
     in `language` or in English, whichever is higher."""
-    from wordfreq import available_languages, zipf_frequency  # 0.1 s: only when needed
+    from wordfreq import zipf_frequency  # 0.1 s: only when needed
 
     prefix = language_prefix(language)
-    languages = {"en", prefix} & set(available_languages())
-    return max(zipf_frequency(word, code) for code in languages)
+    codes = {"en", prefix} & _wordfreq_languages()
+    return max(zipf_frequency(word, code) for code in codes)
+
+
+@cache
+def _wordfreq_languages() -> frozenset[str]:
+    """The languages wordfreq has lists for (it reads its data folder on every call)."""
+    from wordfreq import available_languages
+
+    return frozenset(available_languages())
 
 
 def apply_corrections(text: str, corrections: Mapping[str, str]) -> str:
