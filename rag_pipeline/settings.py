@@ -269,10 +269,17 @@ class Settings(BaseSettings):
         "to the bundled search vocabulary.",
     )
     search_entity_weights: str = Field(
-        default="table=0.8,tab=0.8,field=0.8",
+        default="table=0.8,tab=0.8,field=0.8,process=0.9",
         description="Hybrid, vector and keyword scores are multiplied by the weight of the "
         "document's entity_type ('entity=weight,...', others 1): a dictionary table, tab or "
-        "field ranks below the window or process a question names.",
+        "field ranks below the window or process a question names, a process below a window "
+        "unless the query asks to generate, run, calculate or report.",
+    )
+    search_import_weight: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.8,
+        description="Weight of a dictionary window or process that imports data (its title "
+        "starts with 'Import'/'Importar') when the query does not ask to import, load or "
+        "upload: 'fixed assets' finds the Asset window before Import Fixed Assets.",
     )
     search_sections_per_document: Annotated[int, Field(ge=0, le=1000)] = Field(
         default=2,

@@ -1,6 +1,8 @@
 """The order of a result list after fusion, on a real database with the real model: a
-dictionary field ranks below the window a question names (RAG_SEARCH_ENTITY_WEIGHTS), and one
-long page does not fill the list (RAG_SEARCH_SECTIONS_PER_DOCUMENT)."""
+dictionary field ranks below the window a question names (RAG_SEARCH_ENTITY_WEIGHTS), a process
+below a window unless the query asks to run one, an import window or process below what it
+imports unless the query asks to import (RAG_SEARCH_IMPORT_WEIGHT), and one long page does not
+fill the list (RAG_SEARCH_SECTIONS_PER_DOCUMENT)."""
 
 import json
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from click.testing import CliRunner
 from rag_pipeline.cli import main
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import Searcher, SearchHit
+from rag_pipeline.search.language import asks_for_process, asks_to_import
 from rag_pipeline.settings import ConfigError, load_settings, parse_entity_weights
 from rag_pipeline_tests.search_fixtures import indexed_database
 from rag_pipeline_tests.search_support import Doc
@@ -165,3 +168,123 @@ def test_rag_search_per_document(
     bad = CliRunner().invoke(main, [*args, "--per-document", "-1"])
     assert bad.exit_code == 2
     assert "--per-document" in bad.output
+
+
+# The window people mean, and the import process that repeats its name and columns.
+ASSET = Doc(
+    "ad_metadata",
+    "AD_Window:251",
+    "Asset",
+    "# Asset\n\nThe fixed assets used internally or by customers. An asset is created by "
+    "purchasing or by delivering a product.\n",
+    metadata={"entity_type": "window"},
+)
+IMPORT_ASSETS = Doc(
+    "ad_metadata",
+    "AD_Process:53215",
+    "Import Fixed Assets",
+    "# Import Fixed Assets\n\nImport fixed assets: each fixed asset's name, asset group, "
+    "value and the fixed asset's accumulated depreciation.\n",
+    metadata={"entity_type": "process"},
+)
+VENDOR_INVOICE = Doc(
+    "ad_metadata",
+    "AD_Window:183",
+    "Invoice (Vendor)",
+    "# Invoice (Vendor)\n\nEnter the invoices your vendors send you.\n",
+    metadata={"entity_type": "window"},
+)
+INVOICE_REPORT = Doc(
+    "ad_metadata",
+    "AD_Process:133",
+    "Monthly Invoice Vendor",
+    "# Monthly Invoice Vendor\n\nInvoice report by vendor per month.\n",
+    metadata={"entity_type": "process"},
+)
+
+
+@pytest.fixture(scope="module")
+def kinds_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
+    docs = [ASSET, IMPORT_ASSETS, VENDOR_INVOICE, INVOICE_REPORT]
+    with indexed_database(pg_admin_uri, docs, embedder) as url:
+        yield url
+
+
+def _scores(hits: list[SearchHit]) -> dict[str, float]:
+    return {h.source_id: h.score for h in hits}
+
+
+def test_an_import_ranks_below_what_it_imports(
+    rag_home: Path, kinds_db: str, embedder: Embedder
+) -> None:
+    plain = _searcher(rag_home, kinds_db, embedder, search_import_weight=1)
+    # Unweighted, the import process's words are the better match: the test's premise.
+    assert _dictionary(plain.search("fixed assets", mode="keyword"))[0] == IMPORT_ASSETS.source_id
+    searcher = _searcher(rag_home, kinds_db, embedder)
+    assert _dictionary(searcher.search("fixed assets", mode="keyword"))[0] == ASSET.source_id
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_import_weight_applies_unless_the_query_asks_to_import(
+    rag_home: Path, kinds_db: str, embedder: Embedder, mode: str
+) -> None:
+    plain = _searcher(
+        rag_home, kinds_db, embedder, search_entity_weights="", search_import_weight=1
+    )
+    searcher = _searcher(rag_home, kinds_db, embedder, search_entity_weights="")
+    weighted = _scores(searcher.search("fixed assets", mode=mode))  # type: ignore[arg-type]
+    unweighted = _scores(plain.search("fixed assets", mode=mode))  # type: ignore[arg-type]
+    assert weighted[IMPORT_ASSETS.source_id] == pytest.approx(
+        0.8 * unweighted[IMPORT_ASSETS.source_id]
+    )
+    assert weighted[ASSET.source_id] == pytest.approx(unweighted[ASSET.source_id])
+    # Asked to import, the import process keeps its score.
+    for query in ("import fixed assets from a CSV file", "cargar activos fijos desde Excel"):
+        asked = _scores(searcher.search(query, mode=mode))  # type: ignore[arg-type]
+        assert asked == pytest.approx(_scores(plain.search(query, mode=mode)))  # type: ignore[arg-type]
+
+
+def test_a_process_is_weighed_below_a_window_unless_the_query_asks_for_one(
+    rag_home: Path, kinds_db: str, embedder: Embedder
+) -> None:
+    plain = _searcher(rag_home, kinds_db, embedder, search_entity_weights="")
+    searcher = _searcher(rag_home, kinds_db, embedder)  # default: process=0.9
+    query = "vendor invoice"
+    weighted = _scores(searcher.search(query))
+    unweighted = _scores(plain.search(query))
+    assert weighted[INVOICE_REPORT.source_id] == pytest.approx(
+        0.9 * unweighted[INVOICE_REPORT.source_id]
+    )
+    assert weighted[VENDOR_INVOICE.source_id] == pytest.approx(unweighted[VENDOR_INVOICE.source_id])
+    for asks in ("vendor invoice report per month", "generar facturas de proveedor"):
+        assert _scores(searcher.search(asks)) == pytest.approx(_scores(plain.search(asks)))
+
+
+@pytest.mark.parametrize(
+    ("query", "imports", "runs"),
+    [
+        ("import a CSV file with order headers", True, False),
+        ("Tengo un Excel con 500 clientes, ¿cómo los cargo?", True, False),
+        ("importar terceros desde un archivo plano", True, False),
+        ("subir los productos de una hoja de cálculo", True, False),
+        ("activos fijos", False, False),
+        ("¿Dónde registro la factura del proveedor?", False, False),
+        ("calcular mrp", False, True),
+        ("Generate the twelve monthly periods", False, True),
+        ("genera las facturas de los pedidos", False, True),
+        ("run the aging report", False, True),
+        ("informe de ventas por región", False, True),
+        ("where do I enter the general ledger journal", False, False),
+        ("which products are below minimum stock", False, False),
+    ],
+)
+def test_what_a_query_asks_for(query: str, imports: bool, runs: bool) -> None:
+    assert asks_to_import(query) is imports
+    assert asks_for_process(query) is runs
+
+
+def test_the_import_weight_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("0", "1.5", "much"):
+        monkeypatch.setenv("RAG_SEARCH_IMPORT_WEIGHT", bad)
+        with pytest.raises(ConfigError, match="RAG_SEARCH_IMPORT_WEIGHT"):
+            load_settings()

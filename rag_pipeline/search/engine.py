@@ -24,7 +24,7 @@ from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix
 from rag_pipeline.runtime import ready_conninfo
 from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
-from rag_pipeline.search.language import request_words
+from rag_pipeline.search.language import asks_for_process, asks_to_import, request_words
 from rag_pipeline.search.pool import PoolSettings, get_pool, run
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
@@ -309,7 +309,8 @@ class Searcher:
             "wv": self._vector_weight(query.language),
             "wk": settings.search_keyword_weight,
             "rrf_k": settings.search_rrf_k,
-            "entity_weights": Jsonb(settings.search_entity_weight_map),
+            "entity_weights": Jsonb(_entity_weights(settings, query)),
+            "import_weight": 1.0 if asks_to_import(query.text) else settings.search_import_weight,
             "per_document": settings.search_sections_per_document
             if sections_per_document is None
             else sections_per_document,
@@ -422,6 +423,14 @@ class Searcher:
     def refresh_stats(self) -> None:
         """Rebuild the BM25 statistics now if the chunks changed (e.g. right after an ingest)."""
         run(self._pool, refresh_search_stats)
+
+
+def _entity_weights(settings: Settings, query: Query) -> dict[str, float]:
+    """RAG_SEARCH_ENTITY_WEIGHTS, without the process weight for a query that asks for one."""
+    weights = settings.search_entity_weight_map
+    if "process" in weights and asks_for_process(query.text):
+        return {entity: weight for entity, weight in weights.items() if entity != "process"}
+    return weights
 
 
 def _hit(row: tuple[Any, ...], explain: bool) -> SearchHit:

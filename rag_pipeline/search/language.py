@@ -10,6 +10,7 @@ English, the language of the default model and of most documents.
 """
 
 import re
+import unicodedata
 
 from rag_pipeline.core.languages import language_prefix
 
@@ -99,3 +100,37 @@ _REQUEST_WORDS = {
 def request_words(language: str) -> str:
     """The words a query in `language` asks with ('' for a language without a list)."""
     return _REQUEST_WORDS.get(language_prefix(language), "")
+
+
+# What a query asks for, where the dictionary has two kinds of entity for one thing. Matched
+# as prefixes of the query's lowercased words without accents.
+#
+# Importing: the import windows and processes ("Import Business Partner", "Importar Activos
+# Fijos") repeat their target's name and every column of it, so they outrank the window a
+# question means ("activos fijos" -> Asset) unless it asks to import (RAG_SEARCH_IMPORT_WEIGHT).
+_IMPORT_WORDS = re.compile(
+    r"\b(import|upload|load|csv|excel|spreadsheet|xls|bulk|migrat|file|"
+    r"carg|subir|sub[eo]\b|plan[oa]s?\b|archivo|masiv|hoja de calculo)"
+)
+# Running a process or report: a process is weighed below a window (RAG_SEARCH_ENTITY_WEIGHTS,
+# "where do I enter the vendor invoice" means the window, not a vendor invoice report) unless
+# the query asks to generate, run, calculate or report.
+_PROCESS_WORDS = re.compile(
+    r"\b(generat|gener(?:a|ar|o|e|en|an|amos|ando)\b|run\b|ejecut|(?<!hoja de )calcul|report|"
+    r"informe)"
+)
+
+
+def _folded(text: str) -> str:
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def asks_to_import(text: str) -> bool:
+    """Whether a query asks to load data in bulk ('import a CSV', 'cargar terceros')."""
+    return _IMPORT_WORDS.search(_folded(text)) is not None
+
+
+def asks_for_process(text: str) -> bool:
+    """Whether a query asks to generate, run, calculate or report ('calcular mrp')."""
+    return _PROCESS_WORDS.search(_folded(text)) is not None
