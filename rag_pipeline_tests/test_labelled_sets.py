@@ -17,13 +17,14 @@ SETS = [
     (EVAL / "fifth_set" / "queries.jsonl", EVAL / "fifth_set" / "qrels.tsv"),
     (EVAL / "sixth_set" / "queries.jsonl", EVAL / "sixth_set" / "qrels.tsv"),
     (EVAL / "seventh_set" / "queries.jsonl", EVAL / "seventh_set" / "qrels.tsv"),
+    (EVAL / "eighth_set" / "queries.jsonl", EVAL / "eighth_set" / "qrels.tsv"),
 ]
 
 
 @pytest.mark.parametrize(
     ("queries_path", "qrels_path"),
     SETS,
-    ids=["first", "second", "third", "fourth", "fifth", "sixth", "seventh"],
+    ids=["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
