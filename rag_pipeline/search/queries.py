@@ -25,7 +25,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
 
 Then one hit per section across a document's language versions, in the query's language when
 that version matched, its score weighed by its entity type (a dictionary field below its
-window), and at most `per_document` sections of a document before the next documents.
+window) and, for a dictionary entry titled "Import...", by `import_weight` (1 when the query
+asks to import), and at most `per_document` sections of a document before the next documents.
 """
 
 from typing import Literal, LiteralString, cast
@@ -231,8 +232,9 @@ fused AS (
 # One hit per section across a document's language versions (same source type and id, e.g. a
 # window in en_US and es_CO, or an untranslated es_CO copy of it): the version in the query's
 # language when it matched, else the best one, with the best version's score times the weight
-# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS). A document's first
-# `per_document` sections come before any further section of it (0: no limit).
+# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS) and the import weight. A
+# document's first `per_document` sections come before any further section of it (0: no
+# limit).
 _SELECT = """
 SELECT * FROM (
 SELECT *, row_number() OVER (PARTITION BY source_type, source_id ORDER BY score DESC, chunk_id)
