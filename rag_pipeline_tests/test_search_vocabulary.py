@@ -1,5 +1,7 @@
 """The search vocabulary: everyday words -> iDempiere's names, matched as a user types them."""
 
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,29 @@ def test_a_language_without_a_stemmer_matches_phrases_by_their_words() -> None:
     vocabulary = _vocabulary("raktar hely\tlocator\n", "xx")
     assert vocabulary.expansion("hely a raktar", "xx_XX") == "locator"
     assert vocabulary.expansion("helyek a raktarban", "xx_XX") == ""
+
+
+def test_expansions_are_the_same_from_many_threads_at_once() -> None:
+    """Snowball stemmers keep their word in the instance; shared unguarded across the search
+    threads they corrupt each other's words (IndexError, or a wrong stem)."""
+    vocabulary = Vocabulary.load()
+    queries = [
+        ("counting the stock in the warehouses at the end of the year", "en_US"),
+        ("la mercancía que llegó del proveedor ayer por la tarde", "es_CO"),
+        ("internationalization of the organizational relationships", "en_US"),
+        ("conciliaciones bancarias de las cuentas corrientes", "es_CO"),
+    ]
+    expected = [vocabulary.expansions(text, language) for text, language in queries]
+
+    def work(_: int) -> list[list[tuple[str, int]]]:
+        return [vocabulary.expansions(text, language) for text, language in queries * 50]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(work, range(16)))
+    finally:
+        sys.setswitchinterval(interval)
+    for result in results:
+        assert result == expected * 50

@@ -15,6 +15,7 @@ the singular.
 """
 
 import re
+import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -205,11 +206,20 @@ class _Stemmer(Protocol):
 
 @cache
 def _stemmer(prefix: str) -> Callable[[str], str]:
+    """The language's stemming function, safe to call from several threads at once."""
     name = _SNOWBALL.get(prefix)
     if name is None:
         return lambda word: word
     stemmer = cast(_Stemmer, snowballstemmer.stemmer(name))  # pyright: ignore[reportUnknownMemberType]
-    return stemmer.stemWord
+    # A snowball stemmer keeps the word it works on in the instance: two threads stemming at
+    # once corrupt each other's (IndexError in find_among_b, seen with 8 search threads).
+    lock = threading.Lock()
+
+    def stem(word: str) -> str:
+        with lock:
+            return stemmer.stemWord(word)
+
+    return stem
 
 
 def _nearby(stems: tuple[str, ...], left: Mapping[int, str]) -> list[int]:
