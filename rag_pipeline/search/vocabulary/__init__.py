@@ -155,7 +155,10 @@ class Vocabulary:
         taken = {i for places, _ in matches if len(places) > 1 for i in places}
         stem = _stemmer(prefix)
         left = {i: stem(word) for i, word in enumerate(words) if i not in taken}
+        present = set(left.values())
         for stems, expansion in self._stemmed.get(prefix, ()):
+            if not present.issuperset(stems):
+                continue
             places = _nearby(stems, left)
             if places:
                 matches.append((places, expansion))
