@@ -203,9 +203,20 @@ INVOICE_REPORT = Doc(
 )
 
 
+# Spanish "Importe" is an amount, not an import.
+AMOUNT = Doc(
+    "ad_metadata",
+    "AD_Window:1000001",
+    "Importe del Pago",
+    "# Importe del Pago\n\nEl monto pagado de cada factura.\n",
+    language="es_CO",
+    metadata={"entity_type": "window"},
+)
+
+
 @pytest.fixture(scope="module")
 def kinds_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
-    docs = [ASSET, IMPORT_ASSETS, VENDOR_INVOICE, INVOICE_REPORT]
+    docs = [ASSET, IMPORT_ASSETS, VENDOR_INVOICE, INVOICE_REPORT, AMOUNT]
     with indexed_database(pg_admin_uri, docs, embedder) as url:
         yield url
 
@@ -242,6 +253,17 @@ def test_the_import_weight_applies_unless_the_query_asks_to_import(
     for query in ("import fixed assets from a CSV file", "cargar activos fijos desde Excel"):
         asked = _scores(searcher.search(query, mode=mode))  # type: ignore[arg-type]
         assert asked == pytest.approx(_scores(plain.search(query, mode=mode)))  # type: ignore[arg-type]
+
+
+def test_an_amount_is_not_an_import(rag_home: Path, kinds_db: str, embedder: Embedder) -> None:
+    plain = _searcher(rag_home, kinds_db, embedder, search_import_weight=1)
+    searcher = _searcher(rag_home, kinds_db, embedder, search_import_weight=0.5)
+    query = "monto pagado de la factura"
+    assert not asks_to_import(query)
+    weighted = _scores(searcher.search(query, mode="keyword"))
+    assert weighted[AMOUNT.source_id] == pytest.approx(
+        _scores(plain.search(query, mode="keyword"))[AMOUNT.source_id]
+    )
 
 
 def test_a_process_is_weighed_below_a_window_unless_the_query_asks_for_one(

@@ -245,7 +245,10 @@ FROM (
            s.title AS section_title, s.heading_path, d.url,
            max(f.score * coalesce(
                (%(entity_weights)s::jsonb ->> (d.metadata ->> 'entity_type'))::float8, 1.0)
-               * CASE WHEN d.source_type = 'ad_metadata' AND d.title ~* '^import'
+               -- "Import ...", "Importar ...", "Importación ...", not Spanish "Importe" (amount)
+               * CASE WHEN d.source_type = 'ad_metadata'
+                       AND d.metadata ->> 'entity_type' IN ('window', 'process')
+                       AND d.title ~* '^import(?!e)'
                       THEN %(import_weight)s::float8 ELSE 1.0 END)
                OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
            c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,
