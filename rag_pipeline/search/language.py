@@ -121,16 +121,19 @@ _PROCESS_WORDS = re.compile(
 )
 
 
-def _folded(text: str) -> str:
-    decomposed = unicodedata.normalize("NFD", text.lower())
+def fold(text: str) -> str:
+    """`text` lowercased, without accents or other combining marks, compatibility forms
+    unified ("Cálculo" -> "calculo", full-width "ＣＳＶ" -> "csv"): how query words are matched
+    against word lists here and in the search vocabulary."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
 def asks_to_import(text: str) -> bool:
     """Whether a query asks to load data in bulk ('import a CSV', 'cargar terceros')."""
-    return _IMPORT_WORDS.search(_folded(text)) is not None
+    return _IMPORT_WORDS.search(fold(text)) is not None
 
 
 def asks_for_process(text: str) -> bool:
     """Whether a query asks to generate, run, calculate or report ('calcular mrp')."""
-    return _PROCESS_WORDS.search(_folded(text)) is not None
+    return _PROCESS_WORDS.search(fold(text)) is not None

@@ -16,7 +16,6 @@ the singular.
 
 import re
 import threading
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -27,6 +26,7 @@ from typing import Protocol, cast
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 
 from rag_pipeline.core.languages import language_prefix
+from rag_pipeline.search.language import fold
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -35,13 +35,8 @@ class VocabularyError(ValueError):
     """A vocabulary file that cannot be read; the message names the file and line."""
 
 
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
 def _words(text: str) -> tuple[str, ...]:
-    return tuple(_WORD.findall(_fold(text)))
+    return tuple(_WORD.findall(fold(text)))
 
 
 def _singulars(word: str) -> frozenset[str]:
@@ -134,7 +129,7 @@ class Vocabulary:
         """True when `word` (any case, accents, singular or plural) is a word of a user phrase
         of `language`: a word people type for what iDempiere names otherwise ("bodega")."""
         words = self._user_words.get(language_prefix(language), set())
-        return any(form in words for form in _singulars(_fold(word)))
+        return any(form in words for form in _singulars(fold(word)))
 
     def expansion(self, text: str, language: str) -> str:
         """The iDempiere words of the user phrases in `text`, in order of appearance."""
