@@ -501,6 +501,54 @@ def test_a_title_typed_with_or_without_its_accents_finds_that_title_first(
         assert [h.source_id for h in hits] == [window.source_id, process.source_id]
 
 
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_query_that_is_a_users_name_for_a_title_finds_that_title_first(
+    rag_home: Path, pg_admin_uri: str, embedder: Embedder, mode: str
+) -> None:
+    # iDempiere's es_CO name for a fixed asset is "Activo"; the import window says "activos
+    # fijos" in its title and all through its body.
+    asset = Doc(
+        "ad_metadata",
+        "AD_Window:251",
+        "Activo",
+        "# Activo\n\nActivo usado internamente o por clientes. Un activo es creado comprando o "
+        "entregando un producto.\n",
+        language="es_CO",
+        metadata={"entity_type": "window"},
+    )
+    imported = Doc(
+        "ad_metadata",
+        "AD_Window:53120",
+        "Importación Activos Fijos",
+        "# Importación Activos Fijos\n\nImporta activos fijos desde un archivo: cada línea "
+        "trae los activos fijos con su grupo de activos fijos, su vida útil y su valor.\n",
+        language="es_CO",
+        metadata={"entity_type": "window"},
+    )
+    revaluation = Doc(
+        "ad_metadata",
+        "AD_Window:53045",
+        "Indice Revaluación Activo",
+        "# Indice Revaluación Activo\n\nÍndices para revaluar los activos fijos de la "
+        "empresa, activo por activo.\n",
+        language="es_CO",
+        metadata={"entity_type": "window"},
+    )
+    with search_fixtures.indexed_database(
+        pg_admin_uri, [imported, revaluation, asset], embedder
+    ) as url:
+        query = "activos fijos"
+        plain = Searcher(_settings(rag_home, url, search_vocabulary_weight=0), embedder=embedder)
+        # Without the vocabulary the titles that say the query's words come first: the premise.
+        assert plain.search(query, mode=mode)[0].source_id != asset.source_id  # type: ignore[arg-type]
+        searcher = Searcher(_settings(rag_home, url), embedder=embedder)
+        hits = searcher.search(query, mode=mode)  # type: ignore[arg-type]
+        assert hits[0].source_id == asset.source_id
+        # A question about assets is not a name: the import window keeps its place.
+        asked = searcher.search("importar activos fijos desde excel", mode=mode)  # type: ignore[arg-type]
+        assert asked[0].source_id == imported.source_id
+
+
 def test_a_spanish_question_word_typed_with_its_accent_is_a_stop_word(
     rag_home: Path, titled_db: str, embedder: Embedder
 ) -> None:

@@ -203,6 +203,13 @@ INVOICE_REPORT = Doc(
 )
 
 
+IMPORTED_ASSET = Doc(
+    "ad_metadata",
+    "AD_Window:53120",
+    "Imported Fixed Asset",
+    "# Imported Fixed Asset\n\nThe fixed asset lines read from a file, before they are imported.\n",
+    metadata={"entity_type": "window"},
+)
 # Spanish "Importe" is an amount, not an import.
 AMOUNT = Doc(
     "ad_metadata",
@@ -216,7 +223,7 @@ AMOUNT = Doc(
 
 @pytest.fixture(scope="module")
 def kinds_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
-    docs = [ASSET, IMPORT_ASSETS, VENDOR_INVOICE, INVOICE_REPORT, AMOUNT]
+    docs = [ASSET, IMPORT_ASSETS, IMPORTED_ASSET, VENDOR_INVOICE, INVOICE_REPORT, AMOUNT]
     with indexed_database(pg_admin_uri, docs, embedder) as url:
         yield url
 
@@ -228,10 +235,14 @@ def _scores(hits: list[SearchHit]) -> dict[str, float]:
 def test_an_import_ranks_below_what_it_imports(
     rag_home: Path, kinds_db: str, embedder: Embedder
 ) -> None:
-    plain = _searcher(rag_home, kinds_db, embedder, search_import_weight=1)
+    # Without the vocabulary, which reads "fixed assets" as another name for Asset.
+    plain = _searcher(
+        rag_home, kinds_db, embedder, search_import_weight=1, search_vocabulary_weight=0
+    )
     # Unweighted, the import process's words are the better match: the test's premise.
-    assert _dictionary(plain.search("fixed assets", mode="keyword"))[0] == IMPORT_ASSETS.source_id
-    searcher = _searcher(rag_home, kinds_db, embedder)
+    imports = {IMPORT_ASSETS.source_id, IMPORTED_ASSET.source_id}
+    assert _dictionary(plain.search("fixed assets", mode="keyword"))[0] in imports
+    searcher = _searcher(rag_home, kinds_db, embedder, search_vocabulary_weight=0)
     assert _dictionary(searcher.search("fixed assets", mode="keyword"))[0] == ASSET.source_id
 
 
@@ -253,6 +264,19 @@ def test_the_import_weight_applies_unless_the_query_asks_to_import(
     for query in ("import fixed assets from a CSV file", "cargar activos fijos desde Excel"):
         asked = _scores(searcher.search(query, mode=mode))  # type: ignore[arg-type]
         assert asked == pytest.approx(_scores(plain.search(query, mode=mode)))  # type: ignore[arg-type]
+
+
+def test_an_imported_records_window_is_an_import(
+    rag_home: Path, kinds_db: str, embedder: Embedder
+) -> None:
+    plain = _searcher(rag_home, kinds_db, embedder, search_import_weight=1)
+    searcher = _searcher(rag_home, kinds_db, embedder, search_import_weight=0.5)
+    query = "fixed asset lines before they are checked"
+    assert not asks_to_import(query)
+    weighted = _scores(searcher.search(query, mode="keyword"))
+    assert weighted[IMPORTED_ASSET.source_id] == pytest.approx(
+        0.5 * _scores(plain.search(query, mode="keyword"))[IMPORTED_ASSET.source_id]
+    )
 
 
 def test_an_amount_is_not_an_import(rag_home: Path, kinds_db: str, embedder: Embedder) -> None:

@@ -51,6 +51,24 @@ def test_the_longest_phrase_wins_and_each_expansion_comes_once() -> None:
     ]
 
 
+def test_a_query_made_only_of_one_entrys_phrases_is_named_by_it() -> None:
+    vocabulary = _vocabulary(
+        "fixed asset|capital equipment\tasset\nsupplier\tbusiness partner\n"
+        "chart of accounts\taccount element\n"
+    )
+    assert vocabulary.named("Fixed Assets", "en_US") == "asset"
+    assert vocabulary.named("fixed assets or capital equipment", "en_US") == "asset"
+    # Function words of the query's language may stand around the phrase.
+    assert vocabulary.named("the chart of accounts", "en_US") == "account element"
+    # Anything else in the query, or a second entry, and it names nothing.
+    assert vocabulary.named("depreciate fixed assets", "en_US") is None
+    assert vocabulary.named("fixed asset supplier", "en_US") is None
+    assert vocabulary.named("assets", "en_US") is None
+    # Stems close together are a match for expansion, not a name.
+    assert vocabulary.named("assets that are fixed", "en_US") is None
+    assert Vocabulary.load().named("¿Los activos fijos?", "es_CO") == "activo"
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

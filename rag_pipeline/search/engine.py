@@ -295,6 +295,9 @@ class Searcher:
             "request_weight": _REQUEST_WORD_WEIGHT,
             "exp_texts": [words for words, _ in expansions],
             "exp_covers": [covers for _, covers in expansions],
+            "named": self.vocabulary.named(query.text, query.language)
+            if settings.search_vocabulary_weight > 0
+            else None,
             "vocab_weight": settings.search_vocabulary_weight,
             "source_types": list(source_types) if source_types else None,
             "languages": list(languages) if languages else None,

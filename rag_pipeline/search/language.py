@@ -11,6 +11,7 @@ English, the language of the default model and of most documents.
 
 import re
 import unicodedata
+from functools import cache
 
 from rag_pipeline.core.languages import language_prefix
 
@@ -95,6 +96,19 @@ _REQUEST_WORDS = {
     "configurar configuro definir defino manejar manejo ver veo buscar busco hacer hago usar "
     "uso sistema quiero necesito puedo",
 }
+
+
+@cache
+def function_words(language: str) -> frozenset[str]:
+    """The commonest function words of `language` ("the", "de", "cómo"), folded (see `fold`);
+    empty for a language without a list."""
+    prefix = language_prefix(language)
+    return frozenset(
+        fold(word)
+        for code, words in _FUNCTION_WORDS.items()
+        if language_prefix(code) == prefix
+        for word in words
+    )
 
 
 def request_words(language: str) -> str:

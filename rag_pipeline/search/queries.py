@@ -18,7 +18,9 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   entry's words sharing `vocab_weight` times the number of query words it stands for.
   The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
   A section whose document or own title is exactly the typed query (with or without its
-  accents) gets its IDF sum again (`title_boost`).
+  accents), or exactly the iDempiere words of the one vocabulary entry the whole query is
+  another name for (`named`: "activos fijos" -> Activo), gets the query's IDF sum again
+  (`title_boost`).
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
@@ -144,13 +146,18 @@ kw_best AS (
     SELECT DISTINCT ON (section_id) section_id, id, score
     FROM kw_scored ORDER BY section_id, score DESC, id
 ),
+named AS (
+    -- The iDempiere title the whole query is another name for (vocabulary `named`), if any.
+    SELECT tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
+               rag.keyword_text(rag.folded_text(%(named)s::text)))) AS lexemes
+),
 kw_titled AS (
     -- A query that is exactly a title (the same lexemes, no more, no fewer: "price list",
     -- "GL Journal") names what it looks for: the document or section of that title gets its
     -- IDF sum again, so "Price List" goes before "Import Price Lists". A question is never a
     -- title, so this changes known-item searches only (and is skipped past 8 words).
     SELECT b.section_id, b.id, b.score + CASE WHEN (SELECT count(*) FROM typed_terms) > 8 THEN 0
-           ELSE %(title_boost)s * coalesce((
+           ELSE %(title_boost)s * greatest(coalesce((
                SELECT max((
                    SELECT sum(t.idf) FROM typed_terms t WHERE titles.v @@ t.tq
                    HAVING count(*) = length(titles.v)
@@ -164,7 +171,14 @@ kw_titled AS (
                             (to_tsvector(%(cfg)s::regconfig,
                                          rag.keyword_text(rag.folded_text(s.title)))))
                     AS titles (v)
-           ), 0) END AS score
+           ), 0),
+           -- A query that is only a user's name for an iDempiere title ("activos fijos" ->
+           -- Activo): that title counts as typed.
+           CASE WHEN tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
+                         rag.keyword_text(rag.folded_text(d.title)))) = (SELECT lexemes FROM named)
+                  OR tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
+                         rag.keyword_text(rag.folded_text(s.title)))) = (SELECT lexemes FROM named)
+                THEN (SELECT sum(idf) FROM typed_terms) ELSE 0 END) END AS score
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
     JOIN rag.sections s ON s.id = b.section_id
     JOIN rag.documents d ON d.id = s.document_id
@@ -245,10 +259,10 @@ FROM (
            s.title AS section_title, s.heading_path, d.url,
            max(f.score * coalesce(
                (%(entity_weights)s::jsonb ->> (d.metadata ->> 'entity_type'))::float8, 1.0)
-               -- "Import ...", "Importar ...", "Importación ...", not Spanish "Importe" (amount)
+               -- "Import(ed) ...", "Importar ...", "Importación ...", not "Importe" (amount)
                * CASE WHEN d.source_type = 'ad_metadata'
                        AND d.metadata ->> 'entity_type' IN ('window', 'process')
-                       AND d.title ~* '^import(?!e)'
+                       AND d.title ~* '^import(?!es?\\M|an)'
                       THEN %(import_weight)s::float8 ELSE 1.0 END)
                OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
            c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,

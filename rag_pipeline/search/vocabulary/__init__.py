@@ -26,7 +26,7 @@ from typing import Protocol, cast
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 
 from rag_pipeline.core.languages import language_prefix
-from rag_pipeline.search.language import fold
+from rag_pipeline.search.language import fold, function_words
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -166,6 +166,26 @@ class Vocabulary:
             if len(places) > 1 or places[0] not in in_phrases:
                 found.setdefault(expansion, len(places))
         return list(found.items())
+
+    def named(self, text: str, language: str) -> str | None:
+        """The iDempiere words of the one entry `text` consists of, or None.
+
+        "activos fijos" is nothing but a user's name for what iDempiere calls "Activo", so a
+        dictionary entry of that title is what it looks for (queries.py, kw_titled), the way a
+        typed title is. Only phrases found as typed count, and only words of the query's
+        language's function-word list may stand outside them ("the chart of accounts").
+        """
+        prefix = language_prefix(language)
+        words = _words(text)
+        matches = self._in_order(words, prefix)
+        expansions = {expansion for _, expansion in matches}
+        if len(expansions) != 1:
+            return None
+        covered = {i for places, _ in matches for i in places}
+        others = function_words(language)
+        if all(i in covered or word in others for i, word in enumerate(words)):
+            return expansions.pop()
+        return None
 
     def _in_order(self, words: tuple[str, ...], prefix: str) -> list[tuple[list[int], str]]:
         """The phrases found as typed, left to right, the longest at each position."""
