@@ -279,7 +279,8 @@ class Settings(BaseSettings):
         default=0.8,
         description="Weight of a dictionary window or process that imports data (its title "
         "starts with 'Import'/'Importar') when the query does not ask to import, load or "
-        "upload: 'fixed assets' finds the Asset window before Import Fixed Assets.",
+        "upload, and its inverse when it does: 'fixed assets' finds the Asset window before "
+        "Import Fixed Assets, 'load the assets from a CSV' the other way round.",
     )
     search_sections_per_document: Annotated[int, Field(ge=0, le=1000)] = Field(
         default=2,

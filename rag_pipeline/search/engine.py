@@ -313,7 +313,10 @@ class Searcher:
             "wk": settings.search_keyword_weight,
             "rrf_k": settings.search_rrf_k,
             "entity_weights": Jsonb(_entity_weights(settings, query)),
-            "import_weight": 1.0 if asks_to_import(query.text) else settings.search_import_weight,
+            # Asked to import, the import entities are what the query wants: the inverse.
+            "import_weight": 1 / settings.search_import_weight
+            if asks_to_import(query.text)
+            else settings.search_import_weight,
             "per_document": settings.search_sections_per_document
             if sections_per_document is None
             else sections_per_document,

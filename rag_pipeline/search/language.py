@@ -123,7 +123,8 @@ def request_words(language: str) -> str:
 # Fijos") repeat their target's name and every column of it, so they outrank the window a
 # question means ("activos fijos" -> Asset) unless it asks to import (RAG_SEARCH_IMPORT_WEIGHT).
 _IMPORT_WORDS = re.compile(
-    r"\b(import|upload|load|csv|excel|spreadsheet|xls|bulk|migrat|file|"
+    # not "sin importar si ..." / "no importa": regardless of
+    r"(?<!sin )(?<!no )\b(import|upload|load|csv|excel|spreadsheet|xls|bulk|migrat|file|"
     r"carg|subir|sub[eo]\b|plan[oa]s?\b|archivo|masiv|hoja de calculo)"
 )
 # Running a process or report: a process is weighed below a window (RAG_SEARCH_ENTITY_WEIGHTS,
