@@ -549,6 +549,34 @@ def test_a_query_that_is_a_users_name_for_a_title_finds_that_title_first(
         assert asked[0].source_id == imported.source_id
 
 
+def test_a_spanish_query_finds_an_english_only_page_by_the_words_they_share(
+    rag_home: Path, pg_admin_uri: str, embedder: Embedder
+) -> None:
+    # Spanish stems "réplica" to 'replic', English keeps 'replica': the same word, two lexemes.
+    page = Doc(
+        "files",
+        "wiki/read-only-replica.md",
+        "Reporting from a read-only replica",
+        "# Reporting from a read-only replica\n\nHeavy reports can run against a replica "
+        "database instead of the main one.\n",
+    )
+    window = Doc(
+        "ad_metadata",
+        "AD_Window:284",
+        "Replicación",
+        "# Replicación\n\nDefinir la replicación de datos entre servidores.\n",
+        language="es_CO",
+        metadata={"entity_type": "window"},
+    )
+    with search_fixtures.indexed_database(pg_admin_uri, [page, window], embedder) as url:
+        searcher = Searcher(_settings(rag_home, url), embedder=embedder)
+        hits = searcher.search("réplica de la base de datos", mode="keyword", language="es_CO")
+        assert page.source_id in [h.source_id for h in hits]
+        # An English query is read in English only, as before.
+        english = searcher.search("replicación", mode="keyword", language="en_US")
+        assert page.source_id not in [h.source_id for h in english]
+
+
 def test_a_spanish_question_word_typed_with_its_accent_is_a_stop_word(
     rag_home: Path, titled_db: str, embedder: Embedder
 ) -> None:

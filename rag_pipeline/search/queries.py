@@ -17,6 +17,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   The words the search vocabulary adds (`exp_texts`, see vocabulary/) are terms too, an
   entry's words sharing `vocab_weight` times the number of query words it stands for.
   The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
+  A query in another language than English is also read as English words (`cross_cfg`), at
+  `cross_weight`: English-only pages share many words with it ("réplica", "plugin").
   A section whose document or own title is exactly the typed query (with or without its
   accents), or exactly the iDempiere words of the one vocabulary entry the whole query is
   another name for (`named`: "activos fijos" -> Activo), gets the query's IDF sum again
@@ -92,6 +94,13 @@ terms AS (
                                     THEN %(request_weight)s ELSE 1.0 END::float8 AS w,
                        true AS typed
                 FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
+                UNION ALL
+                -- A query in another language than the model's also as English words read
+                -- ("réplica" -> replica, "plugin"), for English-only pages; at a lower weight.
+                SELECT lexeme, %(cross_weight)s::float8, false
+                FROM unnest(to_tsvector(%(cross_cfg)s::regconfig,
+                                        (SELECT q || ' ' || rag.folded_words(q) FROM query_words)))
+                WHERE %(cross_cfg)s::text IS NOT NULL
                 UNION ALL
                 -- An added group of words weighs together what the words it stands for weigh.
                 SELECT e.lexeme, %(vocab_weight)s * least(1.0, x.covers::float8
