@@ -502,6 +502,33 @@ def test_a_title_typed_with_or_without_its_accents_finds_that_title_first(
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_of_titles_with_the_same_words_the_one_typed_goes_first(
+    rag_home: Path, pg_admin_uri: str, embedder: Embedder, mode: str
+) -> None:
+    # "BOM" and "BOMs" stem alike: both titles are exactly the query's words.
+    one = Doc(
+        "ad_metadata",
+        "AD_Process:136",
+        "Verify BOM",
+        "# Verify BOM\n\nVerify the bill of materials of one product.\n",
+        metadata={"entity_type": "process"},
+    )
+    every = Doc(
+        "ad_metadata",
+        "AD_Process:346",
+        "Verify BOMs",
+        "# Verify BOMs\n\nVerify BOMs: verify the BOM of every product, each BOM's lines and "
+        "the BOM's components.\n",
+        metadata={"entity_type": "process"},
+    )
+    with search_fixtures.indexed_database(pg_admin_uri, [one, every], embedder) as url:
+        searcher = Searcher(_settings(rag_home, url), embedder=embedder)
+        for query, first in (("Verify BOM", one), ("verify boms", every), ("Verify BOMs", every)):
+            hits = searcher.search(query, mode=mode)  # type: ignore[arg-type]
+            assert hits[0].source_id == first.source_id, query
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 def test_a_query_that_is_a_users_name_for_a_title_finds_that_title_first(
     rag_home: Path, pg_admin_uri: str, embedder: Embedder, mode: str
 ) -> None:

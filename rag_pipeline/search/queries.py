@@ -22,7 +22,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   A section whose document or own title is exactly the typed query (with or without its
   accents), or exactly the iDempiere words of the one vocabulary entry the whole query is
   another name for (`named`: "activos fijos" -> Activo), gets the query's IDF sum again
-  (`title_boost`).
+  (`title_boost`); of several such titles, one written as the query was typed gets
+  `typed_title_boost` times that sum more ("Verify BOM" before "Verify BOMs").
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
@@ -66,6 +67,9 @@ vec AS (
 )"""
 
 _IDF = "ln(1 + (greatest({n}, {df}) - {df} + 0.5) / ({df} + 0.5))"
+# A text lowercased, without accents, its punctuation and spacing as one space: a title "as
+# typed" ("Verify BOM" and "verify bom?" alike).
+_TYPED_FORM = "btrim(lower(regexp_replace(rag.folded_text({}), '[^[:alnum:]]+', ' ', 'g')))"
 
 _KEYWORD = """
 stats AS (
@@ -155,6 +159,10 @@ kw_best AS (
     SELECT DISTINCT ON (section_id) section_id, id, score
     FROM kw_scored ORDER BY section_id, score DESC, id
 ),
+as_typed AS (
+    -- The query lowercased, without accents or punctuation: how it is compared with titles.
+    SELECT {typed_query} AS typed
+),
 named AS (
     -- The iDempiere title the whole query is another name for (vocabulary `named`), if any.
     SELECT tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
@@ -187,7 +195,13 @@ kw_titled AS (
                          rag.keyword_text(rag.folded_text(d.title)))) = (SELECT lexemes FROM named)
                   OR tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
                          rag.keyword_text(rag.folded_text(s.title)))) = (SELECT lexemes FROM named)
-                THEN (SELECT sum(idf) FROM typed_terms) ELSE 0 END) END AS score
+                THEN (SELECT sum(idf) FROM typed_terms) ELSE 0 END)
+           -- Of titles with the same words ("Verify BOM", "Verify BOMs"; "Usuario", "Todos los
+           -- Usuarios"), the one written as typed.
+           + CASE WHEN (SELECT typed FROM as_typed) IN ({typed_document_title},
+                                                       {typed_section_title})
+                  THEN %(typed_title_boost)s * (SELECT sum(idf) FROM typed_terms) ELSE 0 END
+           END AS score
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
     JOIN rag.sections s ON s.id = b.section_id
     JOIN rag.documents d ON d.id = s.document_id
@@ -310,6 +324,9 @@ def search_statement(
         term_idf=_IDF.format(n="st.n", df="coalesce(s.df, 0)"),
         ident_idf=_IDF.format(n="st.n", df="i.df"),
         lexical=_BM25 if scorer == "bm25" else _TS_RANK,
+        typed_query=_TYPED_FORM.format("%(qtext)s::text"),
+        typed_document_title=_TYPED_FORM.format("d.title"),
+        typed_section_title=_TYPED_FORM.format("s.title"),
     )
     if mode == "vector":
         ctes = [vector, _VECTOR_FUSED]
