@@ -213,6 +213,9 @@ def register(main: click.Group) -> None:
             if explain and not as_json:
                 added = searcher.expansion(searched)
                 caption = f"search vocabulary added: {added}" if added else ""
+                named = searcher.named(searched)
+                if named:
+                    caption += f"; read as another name for the title {named!r}"
         if as_json:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:

@@ -67,6 +67,10 @@ def test_search_explain_and_filters(rag: click.Group) -> None:
     supplier = CliRunner().invoke(rag, ["search", "supplier", "--explain"])
     assert supplier.exit_code == 0, supplier.output
     assert "search vocabulary added: business partner vendor" in supplier.output
+    assert "another name" not in supplier.output
+    assets = CliRunner().invoke(rag, ["search", "fixed assets", "--explain"])
+    assert assets.exit_code == 0, assets.output
+    assert "read as another name for the title 'asset'" in assets.output
 
 
 @pytest.mark.parametrize("query", ["", "   ", "x" * 2001])

@@ -305,9 +305,7 @@ class Searcher:
             "cross_weight": _CROSS_LANGUAGE_TERM_WEIGHT,
             "exp_texts": [words for words, _ in expansions],
             "exp_covers": [covers for _, covers in expansions],
-            "named": self.vocabulary.named(query.text, query.language)
-            if settings.search_vocabulary_weight > 0
-            else None,
+            "named": self.named(query),
             "vocab_weight": settings.search_vocabulary_weight,
             "source_types": list(source_types) if source_types else None,
             "languages": list(languages) if languages else None,
@@ -375,6 +373,13 @@ class Searcher:
     def expansion(self, query: Query) -> str:
         """The iDempiere words the vocabulary adds to `query` ('' when it adds none or is off)."""
         return " ".join(words for words, _ in self.expansions(query))
+
+    def named(self, query: Query) -> str | None:
+        """The iDempiere title `query` is only another name for ("activos fijos" -> "activo"),
+        searched as if typed; None when it is not one or the vocabulary is off."""
+        if self.settings.search_vocabulary_weight == 0:
+            return None
+        return self.vocabulary.named(query.text, query.language)
 
     def expansions(self, query: Query) -> list[tuple[str, int]]:
         """The groups of words the vocabulary adds, each with the query words it stands for."""
