@@ -174,12 +174,16 @@ kw_titled AS (
     -- IDF sum again, so "Price List" goes before "Import Price Lists". A question is never a
     -- title, so this changes known-item searches only (and is skipped past 8 words).
     SELECT b.section_id, b.id, b.score + CASE WHEN (SELECT count(*) FROM typed_terms) > 8 THEN 0
-           ELSE %(title_boost)s * greatest(coalesce((
-               SELECT max((
+           ELSE %(title_boost)s * coalesce((
+               SELECT max(greatest((
                    SELECT sum(t.idf) FROM typed_terms t WHERE titles.v @@ t.tq
                    HAVING count(*) = length(titles.v)
                       AND count(*) = (SELECT count(*) FROM typed_terms)
-               ))
+               ),
+               -- A query that is only a user's name for an iDempiere title ("activos fijos" ->
+               -- Activo): that title counts as typed.
+               CASE WHEN tsvector_to_array(titles.v) = (SELECT lexemes FROM named)
+                    THEN (SELECT sum(idf) FROM typed_terms) END))
                FROM (VALUES (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(d.title))),
                             (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(s.title))),
                             -- and as typed without accents
@@ -188,14 +192,7 @@ kw_titled AS (
                             (to_tsvector(%(cfg)s::regconfig,
                                          rag.keyword_text(rag.folded_text(s.title)))))
                     AS titles (v)
-           ), 0),
-           -- A query that is only a user's name for an iDempiere title ("activos fijos" ->
-           -- Activo): that title counts as typed.
-           CASE WHEN tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
-                         rag.keyword_text(rag.folded_text(d.title)))) = (SELECT lexemes FROM named)
-                  OR tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
-                         rag.keyword_text(rag.folded_text(s.title)))) = (SELECT lexemes FROM named)
-                THEN (SELECT sum(idf) FROM typed_terms) ELSE 0 END)
+           ), 0)
            -- Of titles with the same words ("Verify BOM", "Verify BOMs"; "Usuario", "Todos los
            -- Usuarios"), the one written as typed.
            + CASE WHEN (SELECT typed FROM as_typed) IN ({typed_document_title},
