@@ -272,27 +272,24 @@ def test_the_import_weight_applies_unless_the_query_asks_to_import(
         assert unasked.keys() & imports or (mode == "keyword" and query.startswith("cargar"))
 
 
-def test_an_imported_records_window_is_an_import(
-    rag_home: Path, kinds_db: str, embedder: Embedder
+@pytest.mark.parametrize(
+    ("doc", "query", "factor"),
+    [
+        # "Imported Fixed Asset" holds imported records: an import.
+        (IMPORTED_ASSET, "fixed asset lines before they are checked", 0.5),
+        # Spanish "Importe" is an amount: not an import.
+        (AMOUNT, "monto pagado de la factura", 1.0),
+    ],
+)
+def test_the_import_weight_goes_by_the_title(
+    rag_home: Path, kinds_db: str, embedder: Embedder, doc: Doc, query: str, factor: float
 ) -> None:
     plain = _searcher(rag_home, kinds_db, embedder, search_import_weight=1)
     searcher = _searcher(rag_home, kinds_db, embedder, search_import_weight=0.5)
-    query = "fixed asset lines before they are checked"
     assert not asks_to_import(query)
     weighted = _scores(searcher.search(query, mode="keyword"))
-    assert weighted[IMPORTED_ASSET.source_id] == pytest.approx(
-        0.5 * _scores(plain.search(query, mode="keyword"))[IMPORTED_ASSET.source_id]
-    )
-
-
-def test_an_amount_is_not_an_import(rag_home: Path, kinds_db: str, embedder: Embedder) -> None:
-    plain = _searcher(rag_home, kinds_db, embedder, search_import_weight=1)
-    searcher = _searcher(rag_home, kinds_db, embedder, search_import_weight=0.5)
-    query = "monto pagado de la factura"
-    assert not asks_to_import(query)
-    weighted = _scores(searcher.search(query, mode="keyword"))
-    assert weighted[AMOUNT.source_id] == pytest.approx(
-        _scores(plain.search(query, mode="keyword"))[AMOUNT.source_id]
+    assert weighted[doc.source_id] == pytest.approx(
+        factor * _scores(plain.search(query, mode="keyword"))[doc.source_id]
     )
 
 
