@@ -604,6 +604,45 @@ def test_a_spanish_query_finds_an_english_only_page_by_the_words_they_share(
         assert page.source_id not in [h.source_id for h in english]
 
 
+def test_the_query_language_decides_which_version_of_a_translated_entry_matches_a_word(
+    rag_home: Path, pg_admin_uri: str, embedder: Embedder
+) -> None:
+    # "red" is English for a colour and Spanish for a network: the Spanish title "Red de
+    # Distribución" used to be the first hit of an English question about red fields.
+    def versions(source_id: str, english: tuple[str, str], spanish: tuple[str, str]) -> list[Doc]:
+        return [
+            Doc(
+                "ad_metadata",
+                source_id,
+                title,
+                f"# {title}\n\n{text}\n",
+                language=language,
+                metadata={"entity_type": "window"},
+            )
+            for language, (title, text) in (("en_US", english), ("es_CO", spanish))
+        ]
+
+    network = versions(
+        "AD_Window:53018",
+        ("Distribution Network", "Supply relations between warehouses."),
+        ("Red de Distribución", "Relaciones de suministro entre almacenes de la red."),
+    )
+    style = versions(
+        "AD_Window:200086",
+        ("Field Style", "Show a field in red or in bold: its style."),
+        ("Estilo de Campo", "Mostrar un campo en color o negrita: su estilo."),
+    )
+    with search_fixtures.indexed_database(pg_admin_uri, network + style, embedder) as url:
+        searcher = Searcher(_settings(rag_home, url), embedder=embedder)
+        english = searcher.search("red", mode="keyword", language="en_US")
+        assert [(h.source_id, h.language) for h in english] == [
+            ("AD_Window:200086", "en_US"),
+            ("AD_Window:53018", "es_CO"),
+        ]
+        spanish = searcher.search("red", mode="keyword", language="es_CO")
+        assert [h.source_id for h in spanish] == ["AD_Window:53018", "AD_Window:200086"]
+
+
 def test_a_spanish_question_word_typed_with_its_accent_is_a_stop_word(
     rag_home: Path, titled_db: str, embedder: Embedder
 ) -> None:

@@ -19,6 +19,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
   A query in another language than English is also read as English words (`cross_cfg`), at
   `cross_weight`: English-only pages share many words with it ("réplica", "plugin").
+  A chunk in another language than the query's scores `foreign_weight` times as much when
+  its document has a version in the query's language: that version is the one to match.
   A section whose document or own title is exactly the typed query (with or without its
   accents), or exactly the iDempiere words of the one vocabulary entry the whole query is
   another name for (`named`: "activos fijos" -> Activo), gets the query's IDF sum again
@@ -140,7 +142,8 @@ ident_q AS (SELECT rag.tsquery_or_agg(tq) AS q FROM ident_terms),
 kw_raw AS MATERIALIZED (
     -- `|| ''` copies the (often TOASTed) tsvector out once; the scoring below reads it once per
     -- query term, and detoasting each time cost 8x the buffer reads at 100k chunks.
-    SELECT c.id, c.section_id, c.tsv || ''::tsvector AS tsv, c.ident_tsv, c.token_count
+    SELECT c.id, c.section_id, c.tsv || ''::tsvector AS tsv, c.ident_tsv, c.token_count,
+           c.language, c.document_id
     FROM rag.chunks c
     WHERE (c.tsv @@ (SELECT q FROM picked) OR c.ident_tsv @@ (SELECT q FROM ident_q))
       AND {filters}
@@ -150,9 +153,16 @@ kw_raw AS MATERIALIZED (
     LIMIT %(kw_scan)s
 ),
 kw_scored AS (
-    SELECT r.id, r.section_id, {lexical} + coalesce((
+    SELECT r.id, r.section_id, ({lexical} + coalesce((
                SELECT sum(%(ident_boost)s * i.idf) FROM ident_terms i WHERE r.ident_tsv @@ i.tq
-           ), 0) AS score
+           ), 0)) * CASE WHEN lower(split_part(r.language, '_', 1)) <> %(query_language)s
+                          AND EXISTS (
+                              SELECT 1 FROM rag.documents od
+                              JOIN rag.documents td ON td.source_type = od.source_type
+                                   AND td.source_id = od.source_id
+                              WHERE od.id = r.document_id
+                                AND lower(split_part(td.language, '_', 1)) = %(query_language)s)
+                         THEN %(foreign_weight)s::float8 ELSE 1.0 END AS score
     FROM kw_raw r CROSS JOIN stats st
 ),
 kw_best AS (
