@@ -283,7 +283,7 @@ class Settings(BaseSettings):
         "Import Fixed Assets, 'load the assets from a CSV' the other way round.",
     )
     search_sections_per_document: Annotated[int, Field(ge=0, le=1000)] = Field(
-        default=2,
+        default=1,
         description="Sections of one document listed before the next documents' (0: no limit); "
         "its further sections follow them.",
     )

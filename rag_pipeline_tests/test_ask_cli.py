@@ -99,7 +99,10 @@ def test_the_request_holds_the_retrieved_sections_within_the_budget(
     (request,) = server.requests
     context = _context_of(request.user_message)
     assert count_tokens(context) <= budget
-    hits = Searcher(load_settings()).search(QUESTION, top_k=8, languages=["en"])
+    # ask takes a page's two best sections before the next page's
+    hits = Searcher(load_settings()).search(
+        QUESTION, top_k=8, languages=["en"], sections_per_document=2
+    )
     blocks = re.split(r"\n\n(?=\[\d+\] )", context)
     assert blocks[0].startswith(f"[1] {hits[0].title}")
     for n, (block, hit) in enumerate(zip(blocks, hits, strict=False), 1):

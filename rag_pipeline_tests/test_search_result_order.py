@@ -133,9 +133,14 @@ def test_a_documents_further_sections_follow_the_next_documents(
 def test_the_setting_gives_the_default_number_of_sections(
     rag_home: Path, ordered_db: str, embedder: Embedder
 ) -> None:
-    searcher = _searcher(rag_home, ordered_db, embedder, search_sections_per_document=1)
-    hits = searcher.search("OAuth2 access token for mail", mode="keyword", source_types=["files"])
+    query = "OAuth2 access token for mail"
+    # By default the first hits are distinct documents.
+    default = _searcher(rag_home, ordered_db, embedder)
+    hits = default.search(query, mode="keyword", source_types=["files"])
     assert [h.source_id for h in hits][:2] == [LONG_PAGE.source_id, OTHER_PAGE.source_id]
+    searcher = _searcher(rag_home, ordered_db, embedder, search_sections_per_document=2)
+    hits = searcher.search(query, mode="keyword", source_types=["files"])
+    assert [h.source_id for h in hits][:2] == [LONG_PAGE.source_id, LONG_PAGE.source_id]
     with pytest.raises(ValueError, match="sections_per_document"):
         searcher.search("mail", sections_per_document=-1)
 

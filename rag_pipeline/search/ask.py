@@ -18,6 +18,9 @@ from rag_pipeline.search.llm import ChatProvider, StreamEnd, TextDelta, Usage
 # `[1]`, `[1, 3]`, `[2;4]`, `[1-3]`: the forms models use when told to cite by number.
 _CITATION = re.compile(r"\[(\d+(?:\s*(?:[,;]|-|–)\s*\d+)*)\]")
 _RANGE_LIMIT = 50  # `[1-9999]` is a typo, not fifty thousand citations
+# An answer draws on a page's two best sections before the next page's: the section after the
+# one that matched best often holds the steps (a search lists distinct documents first).
+_SECTIONS_PER_DOCUMENT = 2
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,11 @@ def prepare(
 ) -> AnswerContext:
     """Retrieve the best sections for `question` and number them within the token budget."""
     hits = searcher.search(
-        question, top_k=top_k, source_types=source_types or None, languages=languages or None
+        question,
+        top_k=top_k,
+        source_types=source_types or None,
+        languages=languages or None,
+        sections_per_document=_SECTIONS_PER_DOCUMENT,
     )
     return build_context(hits, budget=budget, count_tokens=count_tokens)
 
