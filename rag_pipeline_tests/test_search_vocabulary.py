@@ -20,6 +20,10 @@ def test_the_bundled_files_map_user_words_to_idempiere_names() -> None:
     )
     assert vocabulary.expansion("who changed this field", "en_US") == "change audit"
     assert vocabulary.expansion("¿Dónde registro un contratista?", "es_CO") == "tercero"
+    # A month is an accounting period ("May" is left out: it is also a verb).
+    assert vocabulary.expansion("close March for posting", "en_US") == "period"
+    assert vocabulary.expansion("may I post?", "en_US") == ""
+    assert vocabulary.expansion("¿cómo reabro marzo?", "es_CO") == "periodo"
     # Each language has its own words: the English entry does not fire on a Spanish query.
     assert vocabulary.expansion("supplier", "es_CO") == ""
     assert vocabulary.expansion("supplier", "hu_HU") == ""
