@@ -19,13 +19,14 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
   A query in another language than English is also read as English words (`cross_cfg`), at
   `cross_weight`: English-only pages share many words with it ("réplica", "plugin").
-  A chunk in another language than the query's scores `foreign_weight` times as much when
-  its document has a version in the query's language: that version is the one to match.
   A section whose document or own title is exactly the typed query (with or without its
   accents), or exactly the iDempiere words of the one vocabulary entry the whole query is
   another name for (`named`: "activos fijos" -> Activo), gets the query's IDF sum again
   (`title_boost`); of several such titles, one written as the query was typed gets
   `typed_title_boost` times that sum more ("Verify BOM" before "Verify BOMs").
+  Of the best `2 * leg_sections` sections, one in another language than the query's scores
+  `foreign_weight` times as much when its document has a version in the query's language:
+  that version is the one whose words count.
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
   or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
@@ -142,8 +143,7 @@ ident_q AS (SELECT rag.tsquery_or_agg(tq) AS q FROM ident_terms),
 kw_raw AS MATERIALIZED (
     -- `|| ''` copies the (often TOASTed) tsvector out once; the scoring below reads it once per
     -- query term, and detoasting each time cost 8x the buffer reads at 100k chunks.
-    SELECT c.id, c.section_id, c.tsv || ''::tsvector AS tsv, c.ident_tsv, c.token_count,
-           c.language, c.document_id
+    SELECT c.id, c.section_id, c.tsv || ''::tsvector AS tsv, c.ident_tsv, c.token_count
     FROM rag.chunks c
     WHERE (c.tsv @@ (SELECT q FROM picked) OR c.ident_tsv @@ (SELECT q FROM ident_q))
       AND {filters}
@@ -153,16 +153,9 @@ kw_raw AS MATERIALIZED (
     LIMIT %(kw_scan)s
 ),
 kw_scored AS (
-    SELECT r.id, r.section_id, ({lexical} + coalesce((
+    SELECT r.id, r.section_id, {lexical} + coalesce((
                SELECT sum(%(ident_boost)s * i.idf) FROM ident_terms i WHERE r.ident_tsv @@ i.tq
-           ), 0)) * CASE WHEN lower(split_part(r.language, '_', 1)) <> %(query_language)s
-                          AND EXISTS (
-                              SELECT 1 FROM rag.documents od
-                              JOIN rag.documents td ON td.source_type = od.source_type
-                                   AND td.source_id = od.source_id
-                              WHERE od.id = r.document_id
-                                AND lower(split_part(td.language, '_', 1)) = %(query_language)s)
-                         THEN %(foreign_weight)s::float8 ELSE 1.0 END AS score
+           ), 0) AS score
     FROM kw_raw r CROSS JOIN stats st
 ),
 kw_best AS (
@@ -183,7 +176,7 @@ kw_titled AS (
     -- "GL Journal") names what it looks for: the document or section of that title gets its
     -- IDF sum again, so "Price List" goes before "Import Price Lists". A question is never a
     -- title, so this changes known-item searches only (and is skipped past 8 words).
-    SELECT b.section_id, b.id, b.score + CASE WHEN (SELECT count(*) FROM typed_terms) > 8 THEN 0
+    SELECT b.section_id, b.id, (b.score + CASE WHEN (SELECT count(*) FROM typed_terms) > 8 THEN 0
            ELSE %(title_boost)s * coalesce((
                SELECT max(greatest((
                    SELECT sum(t.idf) FROM typed_terms t WHERE titles.v @@ t.tq
@@ -208,7 +201,14 @@ kw_titled AS (
            + CASE WHEN (SELECT typed FROM as_typed) IN ({typed_document_title},
                                                        {typed_section_title})
                   THEN %(typed_title_boost)s * (SELECT sum(idf) FROM typed_terms) ELSE 0 END
-           END AS score
+           END)
+           -- A translated entry's version in another language than the query's: its words
+           -- are not what the query says ("red" is not "Red de Distribución").
+           * CASE WHEN lower(split_part(d.language, '_', 1)) <> %(query_language)s
+                   AND EXISTS (SELECT 1 FROM rag.documents v
+                               WHERE v.source_type = d.source_type AND v.source_id = d.source_id
+                                 AND lower(split_part(v.language, '_', 1)) = %(query_language)s)
+                  THEN %(foreign_weight)s::float8 ELSE 1.0 END AS score
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
     JOIN rag.sections s ON s.id = b.section_id
     JOIN rag.documents d ON d.id = s.document_id
