@@ -18,13 +18,26 @@ SETS = [
     (EVAL / "sixth_set" / "queries.jsonl", EVAL / "sixth_set" / "qrels.tsv"),
     (EVAL / "seventh_set" / "queries.jsonl", EVAL / "seventh_set" / "qrels.tsv"),
     (EVAL / "eighth_set" / "queries.jsonl", EVAL / "eighth_set" / "qrels.tsv"),
+    (EVAL / "ninth_set" / "queries.jsonl", EVAL / "ninth_set" / "qrels.tsv"),
+    (EVAL / "tenth_set" / "queries.jsonl", EVAL / "tenth_set" / "qrels.tsv"),
 ]
 
 
 @pytest.mark.parametrize(
     ("queries_path", "qrels_path"),
     SETS,
-    ids=["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"],
+    ids=[
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+    ],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
     queries_path: Path, qrels_path: Path
@@ -46,6 +59,10 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
         ("fourth_set", 20),
         ("fifth_set", 30),
         ("sixth_set", 25),
+        ("seventh_set", 24),
+        ("eighth_set", 24),
+        ("ninth_set", 24),
+        ("tenth_set", 24),
     ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
