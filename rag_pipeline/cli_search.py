@@ -5,6 +5,7 @@ converters, so a cold `rag search` costs the model load and one query.
 """
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,11 @@ def _one_line_errors() -> Iterator[None]:
     except psycopg.OperationalError as exc:  # unreachable server, or no free pooled connection
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise click.ClickException(f"the vector database cannot be reached: {first}") from exc
+    except BrokenPipeError:
+        # The reader went away (`rag search --queries q.jsonl --json | head`): stop quietly, as
+        # Unix tools do; stdout goes to devnull so the interpreter's last flush fails no more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except OSError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
 

@@ -1,6 +1,9 @@
 """`rag search` (table, JSON, batch) and `rag eval` on the hand-made corpus with known answers."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -101,6 +104,30 @@ def test_batch_runs_every_line_with_one_model(rag: click.Group, tmp_path: Path) 
         PARTNERS.source_id,
         EVENTS.source_id,
     ]
+
+
+def test_a_batch_read_only_in_part_stops_quietly(
+    monkeypatch: pytest.MonkeyPatch, rag_home: Path, indexed_db: str, tmp_path: Path
+) -> None:
+    # `rag search --queries q.jsonl --json | head -1`: the reader closes the pipe after one
+    # line; the batch used to end on "Error: BrokenPipeError: [Errno 32] Broken pipe".
+    queries = tmp_path / "queries.jsonl"
+    lines = [json.dumps({"id": str(n), "text": "warehouse locator"}) for n in range(300)]
+    queries.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {**os.environ, "RAG_HOME": str(rag_home), "RAG_VECTORDB_URL": indexed_db}
+    command = [sys.executable, "-c", "from rag_pipeline.cli import main; main()"]
+    args = ["search", "--queries", str(queries), "--json", "--mode", "keyword"]
+    with subprocess.Popen(
+        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        first = json.loads(process.stdout.readline())
+        process.stdout.close()
+        errors = process.stderr.read().decode()
+        assert process.wait(timeout=120) == 1
+    assert first["id"] == "0"
+    assert errors == ""
 
 
 def test_batch_reports_a_bad_line_and_runs_the_rest(rag: click.Group, tmp_path: Path) -> None:
