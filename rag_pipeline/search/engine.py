@@ -308,7 +308,7 @@ class Searcher:
             "request_weight": _REQUEST_WORD_WEIGHT,
             "cross_cfg": None if language_prefix(query.language) == "en" else "english",
             "cross_weight": _CROSS_LANGUAGE_TERM_WEIGHT,
-            "foreign_weight": _OTHER_VERSION_WEIGHT,
+            "other_version_weight": _OTHER_VERSION_WEIGHT,
             "exp_texts": [words for words, _ in expansions],
             "exp_covers": [covers for _, covers in expansions],
             "named": self.named(query),

@@ -25,7 +25,7 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   (`title_boost`); of several such titles, one written as the query was typed gets
   `typed_title_boost` times that sum more ("Verify BOM" before "Verify BOMs").
   Of the best `2 * leg_sections` sections, one in another language than the query's scores
-  `foreign_weight` times as much when its document has a version in the query's language:
+  `other_version_weight` times as much when its document has a version in the query's language:
   that version is the one whose words count.
 - hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
   scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
@@ -208,7 +208,7 @@ kw_titled AS (
                    AND EXISTS (SELECT 1 FROM rag.documents v
                                WHERE v.source_type = d.source_type AND v.source_id = d.source_id
                                  AND lower(split_part(v.language, '_', 1)) = %(query_language)s)
-                  THEN %(foreign_weight)s::float8 ELSE 1.0 END AS score
+                  THEN %(other_version_weight)s::float8 ELSE 1.0 END AS score
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
     JOIN rag.sections s ON s.id = b.section_id
     JOIN rag.documents d ON d.id = s.document_id
