@@ -2,6 +2,8 @@
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,19 @@ def test_the_blind_sets_name_items_of_the_fixtures(
     assert unknown == []
     lines = (EVAL / folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["language"] for line in lines].count("es_CO") == spanish
+
+
+@pytest.mark.usefixtures("shared_fixtures")
+@pytest.mark.parametrize("folder", ["ninth_set", "tenth_set"])
+def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
+    # benchmarks/eval/check_set.py: contiguous ids, a grade-2 first label, no item the main
+    # answer of more than two questions, every label a fixture row or page.
+    script = EVAL / "check_set.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(EVAL / folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.rstrip().endswith("OK: all checks passed")

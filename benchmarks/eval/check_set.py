@@ -1,7 +1,8 @@
-"""Verify the tenth_set labelled retrieval set (queries.jsonl + qrels.tsv).
+"""Verify a blind labelled set folder (queries.jsonl + qrels.tsv) against its writing rules.
 
-Stdlib only. Run from anywhere: ``python3 benchmarks/eval/tenth_set/check.py``.
-Exits with status 1 and lists the problems when a rule is broken.
+Stdlib only. Run from anywhere: ``python3 benchmarks/eval/check_set.py benchmarks/eval/tenth_set``.
+Ids are the set's letter and 001..060 (the letter of its first query), 36 English and 24
+Spanish questions. Exits with status 1 and lists the problems when a rule is broken.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-FIXTURES = (HERE / "../../../../shared/fixtures").resolve()
+FIXTURES = (Path(__file__).resolve().parent / "../../../shared/fixtures").resolve()
 AD_DIRS = ("ad/core_es_CO", "ad/from_migrations")
 WIKI_DIR = FIXTURES / "wiki" / "docs_md"
 
@@ -58,10 +58,11 @@ def load_queries(path: Path, errors: list[str]) -> list[dict[str, str]]:
 
 
 def check_queries(queries: list[dict[str, str]], errors: list[str]) -> None:
-    expected_ids = [f"t{n:03d}" for n in range(1, EXPECTED_QUERIES + 1)]
     ids = [q.get("id", "") for q in queries]
+    letter = ids[0][:1] if ids else ""
+    expected_ids = [f"{letter}{n:03d}" for n in range(1, EXPECTED_QUERIES + 1)]
     if ids != expected_ids:
-        errors.append("query ids are not t001..t060 contiguous and in order")
+        errors.append(f"query ids are not {letter}001..{letter}060 contiguous and in order")
     langs = Counter(q.get("language", "") for q in queries)
     if dict(langs) != EXPECTED_LANGS:
         errors.append(f"language counts {dict(langs)} != {EXPECTED_LANGS}")
@@ -157,13 +158,17 @@ def report(queries: list[dict[str, str]], rows: list[list[str]]) -> None:
 
 
 def main() -> int:
+    if len(sys.argv) != 2:
+        print("usage: check_set.py SET_FOLDER")
+        return 2
+    folder = Path(sys.argv[1])
     errors: list[str] = []
     if not FIXTURES.is_dir():
         print(f"fixtures not found at {FIXTURES}")
         return 1
-    queries = load_queries(HERE / "queries.jsonl", errors)
+    queries = load_queries(folder / "queries.jsonl", errors)
     check_queries(queries, errors)
-    rows = load_qrels(HERE / "qrels.tsv", errors)
+    rows = load_qrels(folder / "qrels.tsv", errors)
     check_qrels(rows, {q.get("id", "") for q in queries}, errors)
     report(queries, rows)
     if errors:
