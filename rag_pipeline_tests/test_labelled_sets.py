@@ -22,6 +22,8 @@ SETS = [
     (EVAL / "eighth_set" / "queries.jsonl", EVAL / "eighth_set" / "qrels.tsv"),
     (EVAL / "ninth_set" / "queries.jsonl", EVAL / "ninth_set" / "qrels.tsv"),
     (EVAL / "tenth_set" / "queries.jsonl", EVAL / "tenth_set" / "qrels.tsv"),
+    (EVAL / "eleventh_set" / "queries.jsonl", EVAL / "eleventh_set" / "qrels.tsv"),
+    (EVAL / "twelfth_set" / "queries.jsonl", EVAL / "twelfth_set" / "qrels.tsv"),
 ]
 
 
@@ -39,6 +41,8 @@ SETS = [
         "eighth",
         "ninth",
         "tenth",
+        "eleventh",
+        "twelfth",
     ],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
@@ -65,6 +69,8 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
         ("eighth_set", 24),
         ("ninth_set", 24),
         ("tenth_set", 24),
+        ("eleventh_set", 24),
+        ("twelfth_set", 24),
     ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
@@ -96,7 +102,7 @@ def test_the_blind_sets_name_items_of_the_fixtures(
 
 
 @pytest.mark.usefixtures("shared_fixtures")
-@pytest.mark.parametrize("folder", ["ninth_set", "tenth_set"])
+@pytest.mark.parametrize("folder", ["ninth_set", "tenth_set", "eleventh_set", "twelfth_set"])
 def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
     # benchmarks/eval/check_set.py: contiguous ids, a grade-2 first label, no item the main
     # answer of more than two questions, every label a fixture row or page.
