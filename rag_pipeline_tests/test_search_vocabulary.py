@@ -145,3 +145,27 @@ def test_expansions_are_the_same_from_many_threads_at_once() -> None:
         sys.setswitchinterval(interval)
     for result in results:
         assert result == expected * 50
+
+
+def test_a_phrase_does_without_its_function_words_but_not_its_negation() -> None:
+    vocabulary = _vocabulary(
+        "attachments in the database\tmigrate storage provider\nemail not sending\ttest email\n"
+    )
+    # "in the" need not be typed, and the query's own "to", "a", "and", "the" do not count as
+    # words between: of the six words between "attachments" and "database", two do.
+    assert vocabulary.expansion("move the attachments to a disk and shrink the database", "en") == (
+        "migrate storage provider"
+    )
+    # Without "not", an email that is sent is not one that fails to be.
+    assert vocabulary.expansion("how do I send an email to a customer", "en") == ""
+    assert vocabulary.expansion("email not sending since monday", "en") == "test email"
+    # One content word left is no phrase: "the invoice" is not matched as "invoice".
+    assert _vocabulary("pay the invoice\tpayment\n").expansion("print the invoice", "en") == ""
+
+
+def test_a_phrase_in_the_plural_matches_a_query_in_the_singular() -> None:
+    # Snowball's Spanish stems "almacenes" to almacen but "almacén" to almac.
+    spanish = _vocabulary("traslado entre almacenes\tmovimiento de inventario\n", "es")
+    assert spanish.expansion("traslado entre un almacén y otro", "es_CO") == (
+        "movimiento de inventario"
+    )

@@ -52,6 +52,16 @@ def _singulars(word: str) -> frozenset[str]:
 
 
 @dataclass(frozen=True)
+class _StemmedPhrase:
+    """A phrase of several words as stems; `content` without its function words when two or
+    more words are left ("attachments in the database" -> attach databas), else ()."""
+
+    stems: tuple[str, ...]
+    content: tuple[str, ...]
+    expansion: str
+
+
+@dataclass(frozen=True)
 class Entry:
     """The user phrases (each a tuple of folded words) that also mean `expansion`."""
 
@@ -88,7 +98,7 @@ class Vocabulary:
         # Per language: the phrases of several words and their expansions, stemmed on the
         # first query in that language (stemming them all cost a cold `rag search` 0.09 s).
         self._phrases: dict[str, list[tuple[tuple[str, ...], str]]] = {}
-        self._stemmed: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        self._stemmed: dict[str, list[_StemmedPhrase]] = {}
         self._stem_lock = threading.Lock()
         # Per language: every word of the user phrases (folded, singular).
         self._user_words: dict[str, set[str]] = {}
@@ -103,19 +113,26 @@ class Vocabulary:
                     if len(phrase) > 1:
                         self._phrases.setdefault(prefix, []).append((phrase, entry.expansion))
 
-    def _stemmed_phrases(self, prefix: str) -> list[tuple[tuple[str, ...], str]]:
+    def _stemmed_phrases(self, prefix: str) -> list[_StemmedPhrase]:
         """The phrases of several words of a language as stems, the longest first."""
         with self._stem_lock:
             found = self._stemmed.get(prefix)
             if found is None:
                 stem = _stemmer(prefix)
-                found = sorted(
-                    (
-                        (tuple(stem(word) for word in phrase), expansion)
-                        for phrase, expansion in self._phrases.get(prefix, ())
-                    ),
-                    key=lambda item: -len(item[0]),
-                )
+                others = _skippable(prefix)
+                found = []
+                for phrase, expansion in self._phrases.get(prefix, ()):
+                    content = tuple(word for word in phrase if word not in others)
+                    found.append(
+                        _StemmedPhrase(
+                            tuple(stem(word) for word in phrase),
+                            tuple(stem(word) for word in content)
+                            if len(content) >= 2 and content != phrase
+                            else (),
+                            expansion,
+                        )
+                    )
+                found.sort(key=lambda phrase: -len(phrase.stems))
                 self._stemmed[prefix] = found
             return found
 
@@ -157,7 +174,10 @@ class Vocabulary:
         reads as one phrase (physical inventory), not as "stock" followed by "count". Then a
         phrase of several words not found that way still matches when the stems of all its
         words are among the words left, close together, in any order: "counting the stock"
-        is a "stock count", "mercancía que llegó" a "llegó mercancía".
+        is a "stock count", "mercancía que llegó" a "llegó mercancía". Last, a phrase's words
+        other than its function words, when two or more, match the same way among the query's
+        words other than its function words: "attachments in the database" matches "move the
+        attachments to a disk and shrink the database".
         """
         prefix = language_prefix(language)
         words = _words(text)
@@ -166,14 +186,28 @@ class Vocabulary:
         stem = _stemmer(prefix)
         left = {i: stem(word) for i, word in enumerate(words) if i not in taken}
         present = set(left.values())
-        for stems, expansion in self._stemmed_phrases(prefix):
-            if not present.issuperset(stems):
+        phrases = self._stemmed_phrases(prefix)
+        for phrase in phrases:
+            if not present.issuperset(phrase.stems):
                 continue
-            places = _nearby(stems, left)
+            places = _nearby(phrase.stems, left)
             if places:
-                matches.append((places, expansion))
+                matches.append((places, phrase.expansion))
                 for i in places:
                     del left[i]
+        # Function words neither need matching nor count as words between.
+        others = _skippable(prefix)
+        content = [i for i in sorted(left) if words[i] not in others]
+        compact = {n: left[i] for n, i in enumerate(content)}
+        present = set(compact.values())
+        for phrase in phrases:
+            if not phrase.content or not present.issuperset(phrase.content):
+                continue
+            places = _nearby(phrase.content, compact)
+            if places:
+                matches.append(([content[n] for n in places], phrase.expansion))
+                for n in places:
+                    del compact[n]
         # A word read as part of a phrase does not also stand for an entry of its own.
         in_phrases = {i for places, _ in matches if len(places) > 1 for i in places}
         found: dict[str, int] = {}
@@ -229,6 +263,16 @@ _SNOWBALL = {
     "no": "norwegian", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sv": "swedish",
     "tr": "turkish",
 }  # fmt: skip
+
+
+def _skippable(prefix: str) -> frozenset[str]:
+    """The function words a phrase matched by its stems may do without ("pay the invoice",
+    "pay my invoices"), except a negation: "email not sending" is not "send an email"."""
+    return function_words(prefix) - _NEGATIONS
+
+
+_NEGATIONS = frozenset({"not", "no", "nor", "ni", "sin", "never", "nunca"})
+
 # How many other words may stand between the words of a phrase matched by its stems.
 _GAP = 2
 
@@ -239,7 +283,12 @@ class _Stemmer(Protocol):
 
 @cache
 def _stemmer(prefix: str) -> Callable[[str], str]:
-    """The language's stemming function, safe to call from several threads at once."""
+    """The language's stemming function, safe to call from several threads at once.
+
+    It stems a word's shortest singular form (`_singulars`): Snowball's Spanish stems
+    "almacenes" to almacen but "almacén" to almac, so a phrase written in the plural would
+    miss a query in the singular.
+    """
     name = _SNOWBALL.get(prefix)
     if name is None:
         return lambda word: word
@@ -249,8 +298,9 @@ def _stemmer(prefix: str) -> Callable[[str], str]:
     lock = threading.Lock()
 
     def stem(word: str) -> str:
+        singular = min(_singulars(word), key=len)
         with lock:
-            return stemmer.stemWord(word)
+            return stemmer.stemWord(singular)
 
     return stem
 
