@@ -118,21 +118,7 @@ class Vocabulary:
         with self._stem_lock:
             found = self._stemmed.get(prefix)
             if found is None:
-                stem = _stemmer(prefix)
-                others = _skippable(prefix)
-                found = []
-                for phrase, expansion in self._phrases.get(prefix, ()):
-                    content = tuple(word for word in phrase if word not in others)
-                    found.append(
-                        _StemmedPhrase(
-                            tuple(stem(word) for word in phrase),
-                            tuple(stem(word) for word in content)
-                            if len(content) >= 2 and content != phrase
-                            else (),
-                            expansion,
-                        )
-                    )
-                found.sort(key=lambda phrase: -len(phrase.stems))
+                found = _stem_phrases(self._phrases.get(prefix, []), prefix)
                 self._stemmed[prefix] = found
             return found
 
@@ -303,6 +289,29 @@ def _stemmer(prefix: str) -> Callable[[str], str]:
             return stemmer.stemWord(singular)
 
     return stem
+
+
+def _stem_phrases(phrases: list[tuple[tuple[str, ...], str]], prefix: str) -> list[_StemmedPhrase]:
+    """`phrases` as stems (each distinct word stemmed once), the longest first."""
+    stem = _stemmer(prefix)
+    others = _skippable(prefix)
+    stems: dict[str, str] = {}
+
+    def stemmed(words: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(stems.get(word) or stems.setdefault(word, stem(word)) for word in words)
+
+    found: list[_StemmedPhrase] = []
+    for phrase, expansion in phrases:
+        content = tuple(word for word in phrase if word not in others)
+        found.append(
+            _StemmedPhrase(
+                stemmed(phrase),
+                stemmed(content) if len(content) >= 2 and content != phrase else (),
+                expansion,
+            )
+        )
+    found.sort(key=lambda phrase: -len(phrase.stems))
+    return found
 
 
 def _nearby(stems: tuple[str, ...], left: Mapping[int, str]) -> list[int]:
