@@ -689,6 +689,33 @@ def test_added_words_weigh_less_than_typed_ones(
     )
 
 
+def test_an_entry_tagged_en_reads_its_words_as_english_for_a_spanish_query(
+    rag_home: Path, database_url: str, embedder: Embedder, tmp_path: Path
+) -> None:
+    # The wiki is English only: "celular" must find "compatibility", which Spanish stems as
+    # 'compatibility' and English as 'compat'.
+    docs = [
+        Doc(
+            "files",
+            "mobile.md",
+            "Mobile Compatibility",
+            "# Mobile Compatibility\n\nCompatibility of the web client with small screens.\n",
+        ),
+        Doc("files", "tax.md", "Tax Rate", "# Tax Rate\n\nThe rate of each tax category.\n"),
+    ]
+    index_documents(database_url, docs, embedder)
+    query = "¿el sistema funciona en el celular?"
+    for tag in ("", "[en] "):
+        (tmp_path / "es.tsv").write_text(f"celular\t{tag}compatibility\n", encoding="utf-8")
+        searcher = Searcher(
+            _settings(rag_home, database_url, search_vocabulary_dir=tmp_path), embedder=embedder
+        )
+        hits = searcher.search(query, mode="keyword", language="es_CO")
+        assert ids(hits) == (["mobile.md"] if tag else []), tag
+    # `rag search --explain` shows the tag; the vector leg reads the words without it.
+    assert "[en] compatibility" in searcher.expansion(prepare_query(query, "es_CO"))
+
+
 def test_the_words_a_question_asks_with_weigh_less_than_what_it_asks_for(
     rag_home: Path, database_url: str, embedder: Embedder
 ) -> None:

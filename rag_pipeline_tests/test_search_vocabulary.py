@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.search.vocabulary import Vocabulary, VocabularyError, parse_entries
+from rag_pipeline.search.vocabulary import (
+    Vocabulary,
+    VocabularyError,
+    expansion_language,
+    parse_entries,
+)
 
 
 def _vocabulary(text: str, language: str = "en") -> Vocabulary:
@@ -80,6 +85,8 @@ def test_a_query_made_only_of_one_entrys_phrases_is_named_by_it() -> None:
         ("supplier\tbusiness\tpartner", "test.tsv:2: expected"),
         ("supplier\t  ", "test.tsv:2: an entry needs words on both sides"),
         ("|\tvendor", "test.tsv:2: an entry needs words on both sides"),
+        ("celular\t[en]", "test.tsv:2: an entry needs words on both sides"),
+        ("celular\t[english] mobile", "test.tsv:2: a language tag is two lowercase letters"),
     ],
 )
 def test_a_bad_line_names_its_file_and_line(line: str, message: str) -> None:
@@ -169,3 +176,15 @@ def test_a_phrase_in_the_plural_matches_a_query_in_the_singular() -> None:
     assert spanish.expansion("traslado entre un almacén y otro", "es_CO") == (
         "movimiento de inventario"
     )
+
+
+def test_an_entry_may_name_the_language_of_its_words() -> None:
+    vocabulary = _vocabulary("celular\t[en] mobile compatibility\nactivos fijos\tactivo\n", "es")
+    assert vocabulary.expansions("¿funciona en el celular?", "es_CO") == [
+        ("[en] mobile compatibility", 1)
+    ]
+    assert expansion_language("[en] mobile compatibility") == ("en", "mobile compatibility")
+    assert expansion_language("activo") == (None, "activo")
+    # A query that is only the tagged phrase names no title in its own language.
+    assert vocabulary.named("celular", "es_CO") is None
+    assert vocabulary.named("activos fijos", "es_CO") == "activo"

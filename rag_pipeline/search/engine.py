@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.core.languages import language_prefix
+from rag_pipeline.core.languages import language_prefix, ts_config_for
 from rag_pipeline.runtime import ready_conninfo
 from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
 from rag_pipeline.search.language import asks_for_process, asks_to_import, request_words
@@ -37,7 +37,7 @@ from rag_pipeline.search.spelling import (
     vocabulary_candidates,
 )
 from rag_pipeline.search.stats import refresh_search_stats, stats_state
-from rag_pipeline.search.vocabulary import Vocabulary
+from rag_pipeline.search.vocabulary import Vocabulary, expansion_language
 from rag_pipeline.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ class Searcher:
             else self.corrected(self.prepare(query, language, languages))
         )
         expansions = self.expansions(prepared)
-        expansion = " ".join(words for words, _ in expansions)
+        expansion = " ".join(expansion_language(words)[1] for words, _ in expansions)
         vector = None
         if chosen != "keyword":
             # The model reads the iDempiere words too: "supplier (business partner vendor)".
@@ -309,8 +309,13 @@ class Searcher:
             "cross_cfg": None if language_prefix(query.language) == "en" else "english",
             "cross_weight": _CROSS_LANGUAGE_TERM_WEIGHT,
             "other_version_weight": _OTHER_VERSION_WEIGHT,
-            "exp_texts": [words for words, _ in expansions],
+            "exp_texts": [expansion_language(words)[1] for words, _ in expansions],
             "exp_covers": [covers for _, covers in expansions],
+            # "[en] mobile compatibility" is read as English whatever the query's language.
+            "exp_cfgs": [
+                query.ts_config if language is None else ts_config_for(language)
+                for language, _ in (expansion_language(words) for words, _ in expansions)
+            ],
             "named": self.named(query),
             "vocab_weight": settings.search_vocabulary_weight,
             "source_types": list(source_types) if source_types else None,

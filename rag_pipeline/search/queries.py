@@ -15,7 +15,8 @@ Legs (CTEs), each ranked over parent sections (a section's best chunk represents
   the chunks found. Text and query are read with slashes as spaces
   (`rag.keyword_text`, m004); a query word whose unaccented form is a stop word is dropped.
   The words the search vocabulary adds (`exp_texts`, see vocabulary/) are terms too, an
-  entry's words sharing `vocab_weight` times the number of query words it stands for.
+  entry's words sharing `vocab_weight` times the number of query words it stands for, each
+  read in its own text-search config (`exp_cfgs`: an entry's "[en]" words as English).
   The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
   A query in another language than English is also read as English words (`cross_cfg`), at
   `cross_weight`: English-only pages share many words with it ("réplica", "plugin").
@@ -112,10 +113,10 @@ terms AS (
                 -- An added group of words weighs together what the words it stands for weigh.
                 SELECT e.lexeme, %(vocab_weight)s * least(1.0, x.covers::float8
                            / count(*) OVER (PARTITION BY x.n)), false
-                FROM unnest(%(exp_texts)s::text[], %(exp_covers)s::int[])
-                     WITH ORDINALITY AS x (words, covers, n)
+                FROM unnest(%(exp_texts)s::text[], %(exp_covers)s::int[], %(exp_cfgs)s::text[])
+                     WITH ORDINALITY AS x (words, covers, cfg, n)
                 CROSS JOIN LATERAL unnest(
-                    to_tsvector(%(cfg)s::regconfig, rag.keyword_text(x.words))) AS e
+                    to_tsvector(x.cfg::regconfig, rag.keyword_text(x.words))) AS e
                ) AS u
           GROUP BY lexeme) AS t
     CROSS JOIN stats st

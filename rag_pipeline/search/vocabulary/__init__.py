@@ -11,7 +11,9 @@ means without outranking what the query itself names.
 File format: one entry a line, `user words|other user words<TAB>iDempiere words`; `#` starts a
 comment line. Matching is on whole words, ignoring case and accents, with simple plurals
 (`suppliers`, `addresses`, `companies`, `facturas`, `proveedores`), so entries are written in
-the singular.
+the singular. iDempiere words in another language than the file's start with its code in
+brackets: `celular<TAB>[en] mobile compatibility` lets a Spanish question find an English-only
+wiki page, those words being read as English (`expansion_language`).
 """
 
 import re
@@ -29,6 +31,8 @@ from rag_pipeline.core.languages import language_prefix
 from rag_pipeline.search.language import fold, function_words
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# "[en] mobile compatibility": iDempiere words in the language of that code.
+_TAGGED = re.compile(r"\[([a-z]{2})\]\s*(.*)")
 
 
 class VocabularyError(ValueError):
@@ -49,6 +53,14 @@ def _singulars(word: str) -> frozenset[str]:
         if word.endswith("ies"):
             forms.add(word[:-3] + "y")
     return frozenset(forms)
+
+
+def expansion_language(expansion: str) -> tuple[str | None, str]:
+    """An expansion's language code (None: the query's) and its words: "[en] mobile" -> en."""
+    tagged = _TAGGED.fullmatch(expansion)
+    if tagged is None:
+        return None, expansion
+    return tagged.group(1), tagged.group(2)
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,12 @@ def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
             )
         phrases = tuple(p for p in (_words(alt) for alt in fields[0].split("|")) if p)
         expansion = " ".join(fields[1].split())
-        if not phrases or not _words(expansion):
+        if fields[1].lstrip().startswith("[") and not _TAGGED.fullmatch(expansion):
+            raise VocabularyError(
+                f"{origin}:{number}: a language tag is two lowercase letters in brackets, "
+                f"as in '[en] mobile'"
+            )
+        if not phrases or not _words(expansion_language(expansion)[1]):
             raise VocabularyError(f"{origin}:{number}: an entry needs words on both sides")
         entries.append(Entry(phrases, expansion))
     return entries
@@ -214,7 +231,7 @@ class Vocabulary:
         words = _words(text)
         matches = self._in_order(words, prefix)
         expansions = {expansion for _, expansion in matches}
-        if len(expansions) != 1:
+        if len(expansions) != 1 or expansion_language(next(iter(expansions)))[0] is not None:
             return None
         covered = {i for places, _ in matches for i in places}
         others = function_words(language)
