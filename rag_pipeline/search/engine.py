@@ -298,6 +298,7 @@ class Searcher:
         sections_per_document: int | None,
     ) -> dict[str, Any]:
         settings = self.settings
+        tagged = [expansion_language(words) for words, _ in expansions]
         return {
             "qv": vector,
             "cfg": query.ts_config,
@@ -309,12 +310,12 @@ class Searcher:
             "cross_cfg": None if language_prefix(query.language) == "en" else "english",
             "cross_weight": _CROSS_LANGUAGE_TERM_WEIGHT,
             "other_version_weight": _OTHER_VERSION_WEIGHT,
-            "exp_texts": [expansion_language(words)[1] for words, _ in expansions],
+            "exp_texts": [words for _, words in tagged],
             "exp_covers": [covers for _, covers in expansions],
             # "[en] mobile compatibility" is read as English whatever the query's language.
             "exp_cfgs": [
                 query.ts_config if language is None else ts_config_for(language)
-                for language, _ in (expansion_language(words) for words, _ in expansions)
+                for language, _ in tagged
             ],
             "named": self.named(query),
             "vocab_weight": settings.search_vocabulary_weight,

@@ -188,29 +188,16 @@ class Vocabulary:
         taken = {i for places, _ in matches if len(places) > 1 for i in places}
         stem = _stemmer(prefix)
         left = {i: stem(word) for i, word in enumerate(words) if i not in taken}
-        present = set(left.values())
         phrases = self._stemmed_phrases(prefix)
-        for phrase in phrases:
-            if not present.issuperset(phrase.stems):
-                continue
-            places = _nearby(phrase.stems, left)
-            if places:
-                matches.append((places, phrase.expansion))
-                for i in places:
-                    del left[i]
+        matches += _match_nearby(phrases, lambda phrase: phrase.stems, left)
         # Function words neither need matching nor count as words between.
         others = _skippable(prefix)
         content = [i for i in sorted(left) if words[i] not in others]
         compact = {n: left[i] for n, i in enumerate(content)}
-        present = set(compact.values())
-        for phrase in phrases:
-            if not phrase.content or not present.issuperset(phrase.content):
-                continue
-            places = _nearby(phrase.content, compact)
-            if places:
-                matches.append(([content[n] for n in places], phrase.expansion))
-                for n in places:
-                    del compact[n]
+        matches += [
+            ([content[n] for n in places], expansion)
+            for places, expansion in _match_nearby(phrases, lambda phrase: phrase.content, compact)
+        ]
         # A word read as part of a phrase does not also stand for an entry of its own.
         in_phrases = {i for places, _ in matches if len(places) > 1 for i in places}
         found: dict[str, int] = {}
@@ -268,6 +255,7 @@ _SNOWBALL = {
 }  # fmt: skip
 
 
+@cache
 def _skippable(prefix: str) -> frozenset[str]:
     """The function words a phrase matched by its stems may do without ("pay the invoice",
     "pay my invoices"), except a negation: "email not sending" is not "send an email"."""
@@ -328,6 +316,27 @@ def _stem_phrases(phrases: list[tuple[tuple[str, ...], str]], prefix: str) -> li
             )
         )
     found.sort(key=lambda phrase: -len(phrase.stems))
+    return found
+
+
+def _match_nearby(
+    phrases: list[_StemmedPhrase],
+    stems_of: Callable[[_StemmedPhrase], tuple[str, ...]],
+    left: dict[int, str],
+) -> list[tuple[list[int], str]]:
+    """The phrases whose stems (`stems_of`) stand close together among `left` (position ->
+    stem), in `phrases`' order; the positions each takes are removed from `left`."""
+    present = set(left.values())
+    found: list[tuple[list[int], str]] = []
+    for phrase in phrases:
+        stems = stems_of(phrase)
+        if not stems or not present.issuperset(stems):
+            continue
+        places = _nearby(stems, left)
+        if places:
+            found.append((places, phrase.expansion))
+            for i in places:
+                del left[i]
     return found
 
 
