@@ -24,6 +24,7 @@ SETS = [
     (EVAL / "tenth_set" / "queries.jsonl", EVAL / "tenth_set" / "qrels.tsv"),
     (EVAL / "eleventh_set" / "queries.jsonl", EVAL / "eleventh_set" / "qrels.tsv"),
     (EVAL / "twelfth_set" / "queries.jsonl", EVAL / "twelfth_set" / "qrels.tsv"),
+    (EVAL / "thirteenth_set" / "queries.jsonl", EVAL / "thirteenth_set" / "qrels.tsv"),
 ]
 
 
@@ -43,6 +44,7 @@ SETS = [
         "tenth",
         "eleventh",
         "twelfth",
+        "thirteenth",
     ],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
@@ -71,6 +73,7 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
         ("tenth_set", 24),
         ("eleventh_set", 24),
         ("twelfth_set", 24),
+        ("thirteenth_set", 24),
     ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
@@ -102,7 +105,9 @@ def test_the_blind_sets_name_items_of_the_fixtures(
 
 
 @pytest.mark.usefixtures("shared_fixtures")
-@pytest.mark.parametrize("folder", ["ninth_set", "tenth_set", "eleventh_set", "twelfth_set"])
+@pytest.mark.parametrize(
+    "folder", ["ninth_set", "tenth_set", "eleventh_set", "twelfth_set", "thirteenth_set"]
+)
 def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
     # benchmarks/eval/check_set.py: contiguous ids, a grade-2 first label, no item the main
     # answer of more than two questions, every label a fixture row or page.
