@@ -1,5 +1,7 @@
 """The vector store on real PostgreSQL + pgvector: migrations, model binding, stage rows."""
 
+from importlib import resources
+
 import psycopg
 import pytest
 
@@ -125,7 +127,7 @@ def test_an_index_of_release_three_is_reread_with_split_and_folded_words(databas
         found = conn.execute(
             "SELECT count(*) FROM rag.chunks WHERE tsv @@ to_tsquery('english', 'cash & receipt')"
         ).fetchone()
-    assert applied == [4, 5, 6, 7]
+    assert applied == [4, 5, 6, 7, 8]
     assert before is not None
     assert "'bank/cash'" in before[0]
     assert after == ("'bank':1A 'cash':2A 'confirm':6B 'receipt':5B 'ship':4B 'statement':3A",)
@@ -235,3 +237,18 @@ def test_folded_text_removes_every_diacritic_and_keeps_the_rest(database_url: st
             "SELECT rag.folded_text('Facturación Electrónica: año, Ñandú, Bank/Cash_ID 2')"
         ).fetchone()
     assert row == ("Facturacion Electronica: ano, Nandu, Bank/Cash_ID 2",)
+
+
+@pytest.mark.parametrize("text", ["Bank/Cash Statement", "", "Año – Ångström ǅ", "€ 2 ½"])
+def test_folded_text_gives_what_its_first_version_gave(database_url: str, text: str) -> None:
+    # m008 returns a one-byte-per-character text without scanning m005's letters.
+    with connect(database_url) as conn:
+        migrate(conn)
+        m005 = resources.files("rag_pipeline.store.migrations") / "m005_folded_text.sql"
+        body = m005.read_text(encoding="utf-8").split("AS $$", 1)[1].split("$$", 1)[0]
+        first = body.strip().removeprefix("SELECT ").replace("body", "%(text)s::text", 1)
+        row = conn.execute(
+            f"SELECT rag.folded_text(%(text)s), {first}".encode(), {"text": text}
+        ).fetchone()
+    assert row is not None
+    assert row[0] == row[1]

@@ -178,6 +178,12 @@ kw_titled AS (
     -- IDF sum again, so "Price List" goes before "Import Price Lists". A question is never a
     -- title, so this changes known-item searches only (and is skipped past 8 words).
     SELECT b.section_id, b.id, (b.score + CASE WHEN (SELECT count(*) FROM typed_terms) > 8 THEN 0
+           -- A title of n words has at most 2n lexemes ("re-open": re-open, re, open): one
+           -- too short to hold the query's words (or the named title's) is not read at all.
+           WHEN 2 * greatest(regexp_count(d.title, '[[:alnum:]]+'),
+                             regexp_count(s.title, '[[:alnum:]]+'))
+                < least((SELECT count(*) FROM typed_terms),
+                        coalesce(cardinality((SELECT lexemes FROM named)), 1000)) THEN 0
            ELSE %(title_boost)s * coalesce((
                SELECT max(greatest((
                    SELECT sum(t.idf) FROM typed_terms t WHERE titles.v @@ t.tq
@@ -208,7 +214,10 @@ kw_titled AS (
            * CASE WHEN lower(split_part(d.language, '_', 1)) <> %(query_language)s
                    AND EXISTS (SELECT 1 FROM rag.documents v
                                WHERE v.source_type = d.source_type AND v.source_id = d.source_id
-                                 AND lower(split_part(v.language, '_', 1)) = %(query_language)s)
+                                 AND lower(split_part(v.language, '_', 1)) = %(query_language)s
+                               -- looked up by documents_source_idx for each of these rows, not
+                               -- hashed from a scan of every document in that language
+                               OFFSET 0)
                   THEN %(other_version_weight)s::float8 ELSE 1.0 END AS score
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
     JOIN rag.sections s ON s.id = b.section_id
