@@ -528,37 +528,31 @@ def test_of_titles_with_the_same_words_the_one_typed_goes_first(
             assert hits[0].source_id == first.source_id, query
 
 
+def _process(number: int, title: str, body: str) -> Doc:
+    """A dictionary process titled `title`, its page the title as heading and `body`."""
+    text = f"# {title}\n\n{body}\n"
+    return Doc(
+        "ad_metadata", f"AD_Process:{number}", title, text, metadata={"entity_type": "process"}
+    )
+
+
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 def test_a_hyphenated_title_is_still_read_as_the_query_it_equals(
     rag_home: Path, pg_admin_uri: str, embedder: Embedder, mode: str
 ) -> None:
     # "Re-Open" is two words but three lexemes (re-open, re, open): a title too short for the
     # query's lexemes is skipped, and this one must not be.
-    title = Doc(
-        "ad_metadata",
-        "AD_Process:900",
+    title = _process(
+        900,
         "Re-Open",
-        "# Re-Open\n\nSet a closed document back to in progress: its lines can be changed "
-        "again, its quantities and prices corrected, and it is completed once more when the "
-        "changes are done. Posted documents are reversed first; a document that was paid, "
-        "shipped or received keeps its allocations, shipments and receipts as they were.\n",
-        metadata={"entity_type": "process"},
+        "Set a closed document back to in progress: its lines can be changed again, its "
+        "quantities and prices corrected, and it is completed once more when the changes are "
+        "done. Posted documents are reversed first; a document that was paid, shipped or "
+        "received keeps its allocations, shipments and receipts as they were.",
     )
-    body = Doc(
-        "ad_metadata",
-        "AD_Process:901",
-        "Re-Open Period",
-        "# Re-Open Period\n\nRe-open a period: re-open it, re-open it again.\n",
-        metadata={"entity_type": "process"},
-    )
+    body = _process(901, "Re-Open Period", "Re-open a period: re-open it, re-open it again.")
     others = [
-        Doc(
-            "ad_metadata",
-            f"AD_Process:{910 + n}",
-            name,
-            f"# {name}\n\n{name} for the current period and organization.\n",
-            metadata={"entity_type": "process"},
-        )
+        _process(910 + n, name, f"{name} for the current period and organization.")
         for n, name in enumerate(["Close Period", "Post Invoices", "Print Checks", "Verify BOM"])
     ]
     with search_fixtures.indexed_database(pg_admin_uri, [body, title, *others], embedder) as url:
