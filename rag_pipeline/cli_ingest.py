@@ -4,10 +4,13 @@
 also uses (see `rag_pipeline.instance`), so its runs show up in the UI.
 """
 
+import signal
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,8 +221,36 @@ def _execute_with_progress(
 
     worker = threading.Thread(target=execute, daemon=True)
     started = time.perf_counter()
-    worker.start()
-    label = f"{summary.source}/{_short(partition_key)}"
+    with _terminable_children():
+        worker.start()
+        _show_progress(worker, instance, run_id, summary)
+    summary.seconds = time.perf_counter() - started
+
+
+@contextmanager
+def _terminable_children() -> Iterator[None]:
+    """SIGTERM at its default action while a run starts processes, when it was ignored.
+
+    Dagster mirrors each step's output with a `tail -F` that it stops with SIGTERM. A child
+    inherits an ignored signal: started from a shell or CI runner that ignores SIGTERM, each
+    step waited 30 s for its `tail`, and the tails outlived `rag ingest`, holding its stdout
+    open, so a caller reading that output never saw it end.
+    """
+    ignored = signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    if not ignored or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _show_progress(
+    worker: threading.Thread, instance: Any, run_id: str, summary: RunSummary
+) -> None:
+    label = f"{summary.source}/{_short(summary.partition_key)}"
     with click.progressbar(length=_STEPS_PER_PARTITION, label=label) as bar:
         done = 0
         while worker.is_alive():
@@ -228,7 +259,6 @@ def _execute_with_progress(
             bar.update(finished - done)
             done = finished
         bar.update(_STEPS_PER_PARTITION - done)
-    summary.seconds = time.perf_counter() - started
 
 
 def _finished_steps(instance: Any, run_id: str) -> int:

@@ -2,6 +2,7 @@
 test, and the real bundled embedding model."""
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +29,13 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 hypothesis_settings.register_profile("default", derandomize=True, print_blob=True)
 hypothesis_settings.register_profile("explore", derandomize=False, max_examples=1000)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+# A runner that starts pytest with SIGTERM ignored passes that on to every process the tests
+# start, and Dagster stops the `tail -F` that mirrors a step's output with SIGTERM: the tails
+# of `dagster job execute` and of the daemon's runs would never end. `rag ingest` restores the
+# default itself (cli_ingest.py; its test ignores SIGTERM on purpose).
+if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

@@ -218,6 +218,39 @@ def test_two_concurrent_ingests_of_one_folder_end_with_one_result(
         assert conn.execute("SELECT count(*) FROM rag.documents").fetchone() == (30,)
 
 
+def test_an_ingest_started_with_sigterm_ignored_ends_and_leaves_no_process(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Children inherit an ignored SIGTERM; Dagster stops each step's `tail -F` with SIGTERM.
+    folder = tmp_path / "ignored"
+    write(folder, "one.md", "# One\n\nA document ingested with SIGTERM ignored.\n")
+    command = [sys.executable, "-m", "rag_pipeline.cli", "ingest", "--path", str(folder)]
+    done = subprocess.run(
+        command,
+        env={**os.environ, **cli_env},
+        capture_output=True,
+        text=True,
+        # Not a speed check: without the fix the tails hold the pipes and this never returns.
+        timeout=600,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 new" in done.stdout
+    assert not [c for c in _command_lines() if b"tail" in c and cli_env["RAG_HOME"].encode() in c]
+
+
+def _command_lines() -> list[bytes]:
+    """The command line of every process still running."""
+    lines = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(path.read_bytes())
+        except OSError:  # gone meanwhile
+            continue
+    return lines
+
+
 def test_the_readme_ci_recipe_runs_as_written(cli_env: dict[str, str], tmp_path: Path) -> None:
     env = {**os.environ, **cli_env, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
     bin_dir = Path(sys.executable).parent
