@@ -25,6 +25,7 @@ SETS = [
     (EVAL / "eleventh_set" / "queries.jsonl", EVAL / "eleventh_set" / "qrels.tsv"),
     (EVAL / "twelfth_set" / "queries.jsonl", EVAL / "twelfth_set" / "qrels.tsv"),
     (EVAL / "thirteenth_set" / "queries.jsonl", EVAL / "thirteenth_set" / "qrels.tsv"),
+    (EVAL / "fourteenth_set" / "queries.jsonl", EVAL / "fourteenth_set" / "qrels.tsv"),
 ]
 
 
@@ -45,6 +46,7 @@ SETS = [
         "eleventh",
         "twelfth",
         "thirteenth",
+        "fourteenth",
     ],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
@@ -74,6 +76,7 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
         ("eleventh_set", 24),
         ("twelfth_set", 24),
         ("thirteenth_set", 24),
+        ("fourteenth_set", 24),
     ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
@@ -106,7 +109,15 @@ def test_the_blind_sets_name_items_of_the_fixtures(
 
 @pytest.mark.usefixtures("shared_fixtures")
 @pytest.mark.parametrize(
-    "folder", ["ninth_set", "tenth_set", "eleventh_set", "twelfth_set", "thirteenth_set"]
+    "folder",
+    [
+        "ninth_set",
+        "tenth_set",
+        "eleventh_set",
+        "twelfth_set",
+        "thirteenth_set",
+        "fourteenth_set",
+    ],
 )
 def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
     # benchmarks/eval/check_set.py: contiguous ids, a grade-2 first label, no item the main
