@@ -1,6 +1,7 @@
 """`rag validate` and `rag dev`: is the installation ready, and the Dagster UI with its daemon."""
 
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -84,4 +85,8 @@ def dev(dagster_args: tuple[str, ...]) -> None:
         ready_conninfo(settings)
         os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
     command = [sys.executable, "-m", "dagster", "dev", "-m", "rag_pipeline.definitions"]
+    # An ignored SIGTERM survives exec and passes to the webserver, the daemon and their runs'
+    # `tail -F` output mirrors, which Dagster stops with SIGTERM: give `dagster dev` the default.
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.execv(command[0], [*command, *dagster_args])

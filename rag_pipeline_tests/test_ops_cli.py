@@ -1,6 +1,7 @@
 """`rag validate`, `rag status` and `rag dev` as a person runs them."""
 
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -87,18 +88,26 @@ def test_dev_passes_every_argument_to_dagster_dev(
     rag_env: Settings, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launched: list[list[str]] = []
+    sigterm_at_exec: list[object] = []
 
     class LaunchedError(Exception):
         pass
 
     def execv(path: str, argv: list[str]) -> None:
         launched.append(argv)
+        sigterm_at_exec.append(signal.getsignal(signal.SIGTERM))
         raise LaunchedError
 
-    # Replacing the process would end the test; record what would run instead.
+    # Replacing the process would end the test; record what would run instead. Started with
+    # SIGTERM ignored (as some CI runners do), `dagster dev` must get it back at its default.
     monkeypatch.setattr(os, "execv", execv)
-    result = CliRunner().invoke(main, ["dev", "-h", "127.0.0.1", "-p", "3333"])
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        result = CliRunner().invoke(main, ["dev", "-h", "127.0.0.1", "-p", "3333"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert isinstance(result.exception, LaunchedError), result.output
+    assert sigterm_at_exec == [signal.SIG_DFL]
     (argv,) = launched
     assert argv[1:] == [
         "-m", "dagster", "dev", "-m", "rag_pipeline.definitions", "-h", "127.0.0.1", "-p", "3333",
