@@ -184,9 +184,9 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("IDEMPIERE_DB_PASSWORD", "idempiere_db_password"),
     )
     languages: str = Field(
-        default="en_US",
+        default="all",
         description="Comma-separated AD_Language codes indexed by k_entry and ad_metadata; "
-        "'all' = the base language plus every language with translations.",
+        "'all' (the default) = the base language plus every language with translations.",
     )
     kentry_client_ids: str = Field(
         default="1000014,11",

@@ -21,8 +21,9 @@ class IdempiereSourceResource(SourceResource):
     """
 
     languages: str = Field(
-        default="en_US",
-        description="RAG_LANGUAGES: AD_Language codes, comma-separated; all = every language",
+        default="all",
+        description="RAG_LANGUAGES: AD_Language codes, comma-separated; all (the default) = "
+        "the base language and every translated one",
     )
 
     @abstractmethod
