@@ -57,7 +57,8 @@ def test_idempiere_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     defaults = load_settings()
     assert defaults.idempiere_conninfo is None
-    assert defaults.language_list == ["en_US"]
+    # Every language the database has translations in, unless narrowed.
+    assert defaults.language_list == ["all"]
     assert defaults.kentry_client_id_list == [1000014, 11]
     monkeypatch.setenv("IDEMPIERE_DB_HOST", "erp.local")
     monkeypatch.setenv("IDEMPIERE_DB_PORT", "5433")
@@ -71,7 +72,7 @@ def test_idempiere_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert configured.language_list == ["en_US", "es_CO"]
     assert configured.kentry_client_id_list == [1000014]
-    assert load_settings(languages="all").language_list == ["all"]
+    assert load_settings(languages="en_US").language_list == ["en_US"]
 
 
 def test_read_only_option_is_merged_into_existing_options() -> None:
