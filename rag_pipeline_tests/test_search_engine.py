@@ -687,6 +687,38 @@ def test_a_spanish_question_word_typed_with_its_accent_is_a_stop_word(
     assert searcher.search("¿Dónde?", mode="keyword") == []
 
 
+def test_spanish_words_english_would_stop_do_not_decide_a_keyword_match(
+    rag_home: Path, pg_admin_uri: str, embedder: Embedder
+) -> None:
+    # "solo" (only) and "propia" (own) are stop words in English, not in Spanish: "solo" and
+    # "solamente" stem alike, so every help text saying "solamente" matched a question about
+    # branches ("sucursal") and, in a long question, could outrank the text about them.
+    def window(source_id: str, title: str, text: str) -> Doc:
+        return Doc(
+            "ad_metadata",
+            source_id,
+            title,
+            f"# {title}\n\n{text}\n",
+            language="es_CO",
+            metadata={"entity_type": "window"},
+        )
+
+    access = window("AD_Window:268", "Acceso a Datos", "Restringe los datos por sucursal.")
+    fillers = [
+        window(f"AD_Window:{101 + n}", title, f"Es solamente para uso propio del {title.lower()}.")
+        for n, title in enumerate(["Referencia", "Menú", "Mensaje", "Color"])
+    ]
+    with search_fixtures.indexed_database(pg_admin_uri, [access, *fillers], embedder) as url:
+        searcher = Searcher(_settings(rag_home, url), embedder=embedder)
+        hits = searcher.search(
+            "Que cada sucursal solo vea su propia información", mode="keyword", language="es_CO"
+        )
+        assert [h.source_id for h in hits] == [access.source_id]
+        # Alone, such a word is searched as typed.
+        alone = searcher.search("solamente", mode="keyword", language="es_CO")
+        assert len(alone) == len(fillers)
+
+
 def test_the_vocabulary_finds_what_a_query_calls_by_another_name(
     rag_home: Path, indexed_db: str, embedder: Embedder
 ) -> None:

@@ -24,7 +24,12 @@ from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix, ts_config_for
 from rag_pipeline.runtime import ready_conninfo
 from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
-from rag_pipeline.search.language import asks_for_process, asks_to_import, request_words
+from rag_pipeline.search.language import (
+    asks_for_process,
+    asks_to_import,
+    query_stop_words,
+    request_words,
+)
 from rag_pipeline.search.pool import PoolSettings, get_pool, run
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
@@ -306,6 +311,7 @@ class Searcher:
             "qtext": query.text,
             "idents": list(query.identifiers),
             "request_words": request_words(query.language),
+            "query_stops": query_stop_words(query.text, query.language),
             "request_weight": _REQUEST_WORD_WEIGHT,
             "cross_cfg": None if language_prefix(query.language) == "en" else "english",
             "cross_weight": _CROSS_LANGUAGE_TERM_WEIGHT,

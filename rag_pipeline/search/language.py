@@ -111,6 +111,24 @@ def function_words(language: str) -> frozenset[str]:
     )
 
 
+# Words the keyword leg leaves out of a query, beside its text-search config's stop words:
+# Spanish words for what English's list already drops ("each", "only", "own", "same", "such",
+# "here", "then", "now", "both"). Without them "¿... solo vean ... su propia sucursal?" found
+# every help text saying "solamente" (stem 'sol'). Folded (see `fold`).
+_QUERY_STOP_WORDS = {
+    "es": "cada solo solamente unicamente propio propia propios propias mismo misma mismos mismas "
+    "tal tales aqui alli ahi entonces luego ahora ambos ambas",
+}
+
+
+def query_stop_words(text: str, language: str) -> list[str]:
+    """The words the keyword leg drops from `text` in `language`, besides its config's; none
+    when they are all the query has ("solo" alone is searched as typed)."""
+    stops = _QUERY_STOP_WORDS.get(language_prefix(language), "").split()
+    words = re.findall(r"\w+", fold(text))
+    return [] if all(word in stops for word in words) else stops
+
+
 def request_words(language: str) -> str:
     """The words a query in `language` asks with ('' for a language without a list)."""
     return _REQUEST_WORDS.get(language_prefix(language), "")

@@ -83,11 +83,14 @@ stats AS (
 query_words AS (
     -- The query as the keyword leg reads it, less the words whose unaccented form is a stop
     -- word: the config knows Spanish "donde", "como", "que" but not "dónde", "cómo", "qué",
-    -- and "¿Dónde ...?" must not find every title starting with it.
+    -- and "¿Dónde ...?" must not find every title starting with it. The language's words
+    -- its config does not stop but English's list does ("cada", "solo") go too.
     SELECT coalesce(string_agg(w, ' '), '') AS q
     FROM regexp_split_to_table(rag.keyword_text(%(qtext)s), '[[:space:]]+') AS w
-    WHERE rag.folded_words(w) = ''
-       OR to_tsvector(%(cfg)s::regconfig, rag.folded_words(w)) <> ''::tsvector
+    WHERE (rag.folded_words(w) = ''
+           OR to_tsvector(%(cfg)s::regconfig, rag.folded_words(w)) <> ''::tsvector)
+      AND lower(rag.folded_text(regexp_replace(w, '[^[:alnum:]]+', '', 'g')))
+          <> ALL(%(query_stops)s::text[])
 ),
 asking_words AS (
     SELECT unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(request_words)s)))
