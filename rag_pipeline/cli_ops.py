@@ -85,8 +85,11 @@ def dev(dagster_args: tuple[str, ...]) -> None:
         ready_conninfo(settings)
         os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
     command = [sys.executable, "-m", "dagster", "dev", "-m", "rag_pipeline.definitions"]
-    # An ignored SIGTERM survives exec and passes to the webserver, the daemon and their runs'
-    # `tail -F` output mirrors, which Dagster stops with SIGTERM: give `dagster dev` the default.
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Ignored signals survive exec. `dagster dev` maps SIGTERM to SIGINT's handler, so started
+    # in the background by a script (SIGINT ignored) neither signal could stop it; and an
+    # ignored SIGTERM passes to the webserver, the daemon and their runs' `tail -F` output
+    # mirrors, which Dagster stops with SIGTERM. Give `dagster dev` both at their default.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     os.execv(command[0], [*command, *dagster_args])

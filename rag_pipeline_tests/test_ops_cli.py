@@ -88,26 +88,28 @@ def test_dev_passes_every_argument_to_dagster_dev(
     rag_env: Settings, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launched: list[list[str]] = []
-    sigterm_at_exec: list[object] = []
+    handlers_at_exec: list[tuple[object, object]] = []
 
     class LaunchedError(Exception):
         pass
 
     def execv(path: str, argv: list[str]) -> None:
         launched.append(argv)
-        sigterm_at_exec.append(signal.getsignal(signal.SIGTERM))
+        handlers_at_exec.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
         raise LaunchedError
 
-    # Replacing the process would end the test; record what would run instead. Started with
-    # SIGTERM ignored (as some CI runners do), `dagster dev` must get it back at its default.
+    # Replacing the process would end the test; record what would run instead. Started in the
+    # background by a script (SIGINT ignored) or by a runner that ignores SIGTERM, `dagster
+    # dev` must get both back at their default, or nothing but SIGKILL stops it.
     monkeypatch.setattr(os, "execv", execv)
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = CliRunner().invoke(main, ["dev", "-h", "127.0.0.1", "-p", "3333"])
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     assert isinstance(result.exception, LaunchedError), result.output
-    assert sigterm_at_exec == [signal.SIG_DFL]
+    assert handlers_at_exec == [(signal.SIG_DFL, signal.SIG_DFL)]
     (argv,) = launched
     assert argv[1:] == [
         "-m", "dagster", "dev", "-m", "rag_pipeline.definitions", "-h", "127.0.0.1", "-p", "3333",
