@@ -60,6 +60,37 @@ def test_partitions_are_entity_types_times_languages(source: ADSource) -> None:
         parse_partition_key("window")
 
 
+def test_all_languages_are_the_active_system_languages_where_ad_language_says(
+    demo_url: str,
+) -> None:
+    # A real iDempiere keeps a language's translation rows after the language is switched off
+    # (AD_Language.IsSystemLanguage or IsActive 'N'): `all` leaves such a language out.
+    with psycopg.connect(demo_url) as conn:
+        conn.execute(
+            "CREATE TABLE ad_language (ad_language VARCHAR(6) PRIMARY KEY,"
+            " isactive CHAR(1), isbaselanguage CHAR(1), issystemlanguage CHAR(1))"
+        )
+        conn.execute(
+            "INSERT INTO ad_language VALUES ('en_US', 'Y', 'Y', 'N'), ('es_CO', 'Y', 'N', 'N'),"
+            " ('de_DE', 'Y', 'N', 'Y')"
+        )
+
+    def languages() -> set[str]:
+        src = ADSource(demo_url, languages=["all"])
+        try:
+            return {key.split("|")[1] for key in src.partition_keys()}
+        finally:
+            src.close()
+
+    assert languages() == {"en_US"}  # de_DE is a system language without translations
+    with psycopg.connect(demo_url) as conn:
+        conn.execute("UPDATE ad_language SET issystemlanguage = 'Y' WHERE ad_language = 'es_CO'")
+    assert languages() == {"en_US", "es_CO"}
+    with psycopg.connect(demo_url) as conn:
+        conn.execute("UPDATE ad_language SET isactive = 'N' WHERE ad_language = 'es_CO'")
+    assert languages() == {"en_US"}
+
+
 def test_business_partner_window_names_its_tabs_fields_and_tables(source: ADSource) -> None:
     windows = _fetch(source, "window|en_US")
     bp = windows["AD_Window:123"]

@@ -41,11 +41,34 @@ def translated_languages(conn: psycopg.Connection, trl_tables: Iterable[str]) ->
     return found
 
 
+def system_languages(conn: psycopg.Connection) -> set[str] | None:
+    """AD_Language's active system languages (IsSystemLanguage: the ones the application is
+    kept in), or None for a database without that table or flag."""
+    if not existing_tables(conn, ["ad_language"]):
+        return None
+    flag = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = 'ad_language' AND column_name = 'issystemlanguage'"
+    ).fetchone()
+    if flag is None:
+        return None
+    rows = conn.execute(
+        "SELECT ad_language FROM ad_language WHERE isactive = 'Y' AND issystemlanguage = 'Y'"
+    ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
 def resolve_languages(
     conn: psycopg.Connection, configured: Sequence[str], trl_tables: Iterable[str]
 ) -> list[str]:
-    """The configured languages; `all` = the base language, then every translated one."""
+    """The configured languages; `all` = the base language, then every translated one that is
+    an active system language where AD_Language says so (a language switched off keeps its
+    translation rows, and they are not indexed)."""
     if list(configured) != [ALL_LANGUAGES]:
         return list(dict.fromkeys(configured))
     base = base_language(conn)
-    return [base, *sorted(translated_languages(conn, trl_tables) - {base})]
+    translated = translated_languages(conn, trl_tables)
+    system = system_languages(conn)
+    if system is not None:
+        translated &= system
+    return [base, *sorted(translated - {base})]
