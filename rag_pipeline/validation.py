@@ -143,11 +143,13 @@ def _stored_model(settings: Settings) -> str:
 
 
 def _idempiere_database(settings: Settings) -> str:
+    from rag_pipeline.sources.idempiere.ad_queries import TRL_TABLES
     from rag_pipeline.sources.idempiere.connection import (
         configured_conninfo,
         read_only,
         resolve_idempiere_conninfo,
     )
+    from rag_pipeline.sources.idempiere.languages import resolve_languages
     from rag_pipeline.store.reports import server_version, table_exists
 
     configured = configured_conninfo(settings)
@@ -155,6 +157,8 @@ def _idempiere_database(settings: Settings) -> str:
     with read_only(conninfo) as conn:
         version = server_version(conn)
         missing = [t for t in ("AD_Table", "AD_Window", "K_Entry") if not table_exists(conn, t)]
+        # What RAG_LANGUAGES (`all` by default) comes to in this database's dictionary.
+        languages = [] if missing else resolve_languages(conn, settings.language_list, TRL_TABLES)
     if missing:
         raise CheckFailedError(f"tables missing in the iDempiere database: {', '.join(missing)}")
     where = (
@@ -162,7 +166,10 @@ def _idempiere_database(settings: Settings) -> str:
         if configured
         else "the demo database (IDEMPIERE_DB_HOST unset)"
     )
-    return f"{where} (PostgreSQL {version}, AD_Table, AD_Window, K_Entry readable)"
+    return (
+        f"{where} (PostgreSQL {version}, AD_Table, AD_Window, K_Entry readable; "
+        f"languages {', '.join(languages)})"
+    )
 
 
 def _wiki(settings: Settings) -> str:

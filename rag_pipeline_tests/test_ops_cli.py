@@ -29,7 +29,10 @@ def dagster_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return home
 
 
-def test_validate_passes_on_the_embedded_defaults(rag_env: Settings, dagster_home: Path) -> None:
+def test_validate_passes_on_the_embedded_defaults(
+    rag_env: Settings, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RAG_LANGUAGES", raising=False)
     CliRunner().invoke(main, ["init"], catch_exceptions=False)
     result = CliRunner().invoke(main, ["validate"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -47,6 +50,8 @@ def test_validate_passes_on_the_embedded_defaults(rag_env: Settings, dagster_hom
         assert any(line.startswith("PASS") and name in line for line in lines), name
     assert "vector 0." in result.output
     assert "verified" in result.output
+    # RAG_LANGUAGES=all, resolved in the demo database: its base language and its translation.
+    assert "languages en_US, es_CO)" in result.output
     assert "all 8 checks passed" in result.output
 
 
