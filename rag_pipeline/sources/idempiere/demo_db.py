@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.idempiere.languages import has_column
 
 logger = logging.getLogger(__name__)
 
@@ -391,11 +392,7 @@ def load_knowledge_base(conn: psycopg.Connection, kb: KnowledgeBase) -> None:
 
 def has_extended_k_entry(conn: psycopg.Connection) -> bool:
     """True if K_Entry has the K_EntryEditMode column (the extension script was applied)."""
-    row = conn.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = 'k_entry' AND column_name = 'k_entryeditmode'"
-    ).fetchone()
-    return row is not None
+    return has_column(conn, "k_entry", "k_entryeditmode")
 
 
 def insert_entry(conn: psycopg.Connection, entry: KnowledgeEntry) -> None:

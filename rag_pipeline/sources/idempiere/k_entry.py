@@ -30,7 +30,7 @@ from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.source import ChainOptions, DocumentRef, SourceDocument
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.idempiere.base import CURSOR_ITERSIZE, IdempiereSource, cursor_name
-from rag_pipeline.sources.idempiere.languages import base_language, existing_tables
+from rag_pipeline.sources.idempiere.languages import base_language, existing_tables, has_column
 
 SOURCE_TYPE = "k_entry"
 # Part of every document's version: bump it when `with_keywords` or the metadata change.
@@ -165,11 +165,10 @@ class KEntrySchema:
 
 def detect_schema(conn: psycopg.Connection) -> KEntrySchema:
     """Read from information_schema whether K_EntryEditMode and K_Entry_Trl exist."""
-    column = conn.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = 'k_entry' AND column_name = 'k_entryeditmode'"
-    ).fetchone()
-    return KEntrySchema(column is not None, bool(existing_tables(conn, ["k_entry_trl"])))
+    return KEntrySchema(
+        has_column(conn, "k_entry", "k_entryeditmode"),
+        bool(existing_tables(conn, ["k_entry_trl"])),
+    )
 
 
 class KEntrySource(IdempiereSource):

@@ -20,6 +20,16 @@ def existing_tables(conn: psycopg.Connection, names: Iterable[str]) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
+def has_column(conn: psycopg.Connection, table: str, column: str) -> bool:
+    """Whether `table` of the connection's schema has `column` (both lower case)."""
+    row = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = %s AND column_name = %s",
+        (table, column),
+    ).fetchone()
+    return row is not None
+
+
 def base_language(conn: psycopg.Connection) -> str:
     """The language of the untranslated text: AD_Language's base language, else en_US."""
     if not existing_tables(conn, ["ad_language"]):
@@ -44,13 +54,7 @@ def translated_languages(conn: psycopg.Connection, trl_tables: Iterable[str]) ->
 def system_languages(conn: psycopg.Connection) -> set[str] | None:
     """AD_Language's active system languages (IsSystemLanguage: the ones the application is
     kept in), or None for a database without that table or flag."""
-    if not existing_tables(conn, ["ad_language"]):
-        return None
-    flag = conn.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = 'ad_language' AND column_name = 'issystemlanguage'"
-    ).fetchone()
-    if flag is None:
+    if not has_column(conn, "ad_language", "issystemlanguage"):
         return None
     rows = conn.execute(
         "SELECT ad_language FROM ad_language WHERE isactive = 'Y' AND issystemlanguage = 'Y'"
