@@ -26,6 +26,7 @@ SETS = [
     (EVAL / "twelfth_set" / "queries.jsonl", EVAL / "twelfth_set" / "qrels.tsv"),
     (EVAL / "thirteenth_set" / "queries.jsonl", EVAL / "thirteenth_set" / "qrels.tsv"),
     (EVAL / "fourteenth_set" / "queries.jsonl", EVAL / "fourteenth_set" / "qrels.tsv"),
+    (EVAL / "fifteenth_set" / "queries.jsonl", EVAL / "fifteenth_set" / "qrels.tsv"),
 ]
 
 
@@ -47,6 +48,7 @@ SETS = [
         "twelfth",
         "thirteenth",
         "fourteenth",
+        "fifteenth",
     ],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
@@ -77,6 +79,7 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
         ("twelfth_set", 24),
         ("thirteenth_set", 24),
         ("fourteenth_set", 24),
+        ("fifteenth_set", 24),
     ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
@@ -117,6 +120,7 @@ def test_the_blind_sets_name_items_of_the_fixtures(
         "twelfth_set",
         "thirteenth_set",
         "fourteenth_set",
+        "fifteenth_set",
     ],
 )
 def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
