@@ -273,7 +273,8 @@ class Settings(BaseSettings):
         description="Hybrid, vector and keyword scores are multiplied by the weight of the "
         "document's entity_type ('entity=weight,...', others 1): a dictionary table, tab or "
         "field ranks below the window or process a question names, a process below a window "
-        "unless the query asks to generate, run, calculate or report.",
+        "unless the query asks to generate, run, calculate or report, or for work done "
+        "automatically or in a batch.",
     )
     search_import_weight: Annotated[float, Field(gt=0, le=1)] = Field(
         default=0.8,

@@ -147,10 +147,11 @@ _IMPORT_WORDS = re.compile(
 )
 # Running a process or report: a process is weighed below a window (RAG_SEARCH_ENTITY_WEIGHTS,
 # "where do I enter the vendor invoice" means the window, not a vendor invoice report) unless
-# the query asks to generate, run, calculate or report.
+# the query asks to generate, run, calculate or report, or for something done automatically or
+# in a batch (a process's work: "purchase orders created automatically from the sales order").
 _PROCESS_WORDS = re.compile(
     r"\b(generat|gener(?:a|ar|o|e|en|an|amos|ando)\b|run\b|ejecut|(?<!hoja de )calcul|report|"
-    r"informe)"
+    r"informe|automatic|batch)"
 )
 
 
@@ -168,5 +169,6 @@ def asks_to_import(text: str) -> bool:
 
 
 def asks_for_process(text: str) -> bool:
-    """Whether a query asks to generate, run, calculate or report ('calcular mrp')."""
+    """Whether a query asks to generate, run, calculate or report ('calcular mrp'), or for
+    work done automatically or in a batch."""
     return _PROCESS_WORDS.search(fold(text)) is not None
