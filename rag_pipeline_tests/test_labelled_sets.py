@@ -27,6 +27,7 @@ SETS = [
     (EVAL / "thirteenth_set" / "queries.jsonl", EVAL / "thirteenth_set" / "qrels.tsv"),
     (EVAL / "fourteenth_set" / "queries.jsonl", EVAL / "fourteenth_set" / "qrels.tsv"),
     (EVAL / "fifteenth_set" / "queries.jsonl", EVAL / "fifteenth_set" / "qrels.tsv"),
+    (EVAL / "sixteenth_set" / "queries.jsonl", EVAL / "sixteenth_set" / "qrels.tsv"),
 ]
 
 
@@ -49,6 +50,7 @@ SETS = [
         "thirteenth",
         "fourteenth",
         "fifteenth",
+        "sixteenth",
     ],
 )
 def test_every_query_has_a_relevant_item_and_every_label_a_query(
@@ -80,6 +82,7 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
         ("thirteenth_set", 24),
         ("fourteenth_set", 24),
         ("fifteenth_set", 24),
+        ("sixteenth_set", 24),
     ],
 )
 def test_the_blind_sets_name_items_of_the_fixtures(
@@ -121,6 +124,7 @@ def test_the_blind_sets_name_items_of_the_fixtures(
         "thirteenth_set",
         "fourteenth_set",
         "fifteenth_set",
+        "sixteenth_set",
     ],
 )
 def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
