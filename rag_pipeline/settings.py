@@ -186,7 +186,8 @@ class Settings(BaseSettings):
     languages: str = Field(
         default="all",
         description="Comma-separated AD_Language codes indexed by k_entry and ad_metadata; "
-        "'all' (the default) = the base language plus every language with translations.",
+        "'all' (the default) = the base language plus every language with translations "
+        "that AD_Language marks an active system language (where it has that flag).",
     )
     kentry_client_ids: str = Field(
         default="1000014,11",

@@ -23,7 +23,8 @@ class IdempiereSourceResource(SourceResource):
     languages: str = Field(
         default="all",
         description="RAG_LANGUAGES: AD_Language codes, comma-separated; all (the default) = "
-        "the base language and every translated one",
+        "the base language and every translated one that AD_Language marks an active system "
+        "language",
     )
 
     @abstractmethod
