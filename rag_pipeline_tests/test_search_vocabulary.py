@@ -1,5 +1,7 @@
 """The search vocabulary: everyday words -> iDempiere's names, matched as a user types them."""
 
+import os
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -152,6 +154,30 @@ def test_expansions_are_the_same_from_many_threads_at_once() -> None:
         sys.setswitchinterval(interval)
     for result in results:
         assert result == expected * 50
+
+
+def test_expansions_are_the_same_in_every_process() -> None:
+    """A word has two shortest singular forms ("families": famili, family); which one was
+    stemmed followed the order of a set, so of the hash seed of the process: the same query
+    got other words from one `rag search` to the next."""
+    script = (
+        "from rag_pipeline.search.vocabulary import Vocabulary, _stemmer\n"
+        "print(_stemmer('es')('families'), _stemmer('es')('series'))\n"
+        "print(Vocabulary.load().expansions("
+        "'Where do I group our products into families so that each group gets its own "
+        "default accounts and margins?', 'es_CO'))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(outputs) == 1, outputs
 
 
 def test_a_phrase_does_without_its_function_words_but_not_its_negation() -> None:

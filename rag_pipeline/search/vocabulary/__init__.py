@@ -235,7 +235,7 @@ class Vocabulary:
         while start < len(forms):
             here = [
                 (len(phrase), expansion)
-                for form in forms[start]
+                for form in sorted(forms[start])  # a set's order follows the hash seed
                 for phrase, expansion in index.get(form, ())
                 if _occurs_at(phrase, forms, start)
             ]
@@ -278,7 +278,9 @@ def _stemmer(prefix: str) -> Callable[[str], str]:
 
     It stems a word's shortest singular form (`_singulars`): Snowball's Spanish stems
     "almacenes" to almacen but "almacén" to almac, so a phrase written in the plural would
-    miss a query in the singular.
+    miss a query in the singular. Of two forms as short ("families": famili, family), the
+    first in alphabetical order, not the first a set yields, which depends on the process's
+    hash seed.
     """
     name = _SNOWBALL.get(prefix)
     if name is None:
@@ -289,7 +291,7 @@ def _stemmer(prefix: str) -> Callable[[str], str]:
     lock = threading.Lock()
 
     def stem(word: str) -> str:
-        singular = min(_singulars(word), key=len)
+        singular = min(_singulars(word), key=lambda form: (len(form), form))
         with lock:
             return stemmer.stemWord(singular)
 
