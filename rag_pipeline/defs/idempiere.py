@@ -10,6 +10,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.settings import Settings
 from rag_pipeline.sources.idempiere.base import IdempiereSource
 
 
@@ -22,9 +23,7 @@ class IdempiereSourceResource(SourceResource):
 
     languages: str = Field(
         default="all",
-        description="RAG_LANGUAGES: AD_Language codes, comma-separated; all (the default) = "
-        "the base language and every translated one that AD_Language marks an active system "
-        "language",
+        description=f"RAG_LANGUAGES: {Settings.model_fields['languages'].description}",
     )
 
     @abstractmethod
