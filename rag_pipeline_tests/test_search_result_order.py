@@ -1,19 +1,23 @@
 """The order of a result list after fusion, on a real database with the real model: a
 dictionary field ranks below the window a question names (RAG_SEARCH_ENTITY_WEIGHTS), a process
 below a window unless the query asks to run one, an import window or process below what it
-imports unless the query asks to import (RAG_SEARCH_IMPORT_WEIGHT), and one long page does not
-fill the list (RAG_SEARCH_SECTIONS_PER_DOCUMENT)."""
+imports unless the query asks to import (RAG_SEARCH_IMPORT_WEIGHT), one long page does not
+fill the list (RAG_SEARCH_SECTIONS_PER_DOCUMENT), and of two pages whose best sections match
+alike the one of fewer sections comes first."""
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
 from rag_pipeline.cli import main
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import Searcher, SearchHit
+from rag_pipeline.search.engine import _SECTIONS_EXPONENT
 from rag_pipeline.search.language import asks_for_process, asks_to_import
 from rag_pipeline.settings import ConfigError, load_settings, parse_entity_weights
 from rag_pipeline_tests.search_fixtures import indexed_database
@@ -143,6 +147,54 @@ def test_the_setting_gives_the_default_number_of_sections(
     assert [h.source_id for h in hits][:2] == [LONG_PAGE.source_id, LONG_PAGE.source_id]
     with pytest.raises(ValueError, match="sections_per_document"):
         searcher.search("mail", sections_per_document=-1)
+
+
+# Two pages with the same section on dunning letters; the second has three more sections on
+# other things. Indexed in this order, so equal scores would list the long page first.
+_DUNNING = (
+    "## Dunning letters\n\nDunning letters remind a customer of overdue invoices; each dunning "
+    "level prints a stricter letter after more days past the due date." + _DETAIL + "\n\n"
+)
+_OTHER_TOPICS = ("Kanban boards", "Machine setup", "Shift handover")
+MANY_SECTIONS = Doc(
+    "files",
+    "wiki/collections-guide.md",
+    "Collections",
+    "# Collections\n\n"
+    + _DUNNING
+    + "".join(f"## {topic}\n\n{topic} of the shop floor.{_DETAIL}\n\n" for topic in _OTHER_TOPICS),
+)
+FEW_SECTIONS = Doc("files", "wiki/dunning.md", "Collections", "# Collections\n\n" + _DUNNING)
+
+
+@pytest.fixture(scope="module")
+def pages_db(pg_admin_uri: str, embedder: Embedder) -> Iterator[str]:
+    with indexed_database(pg_admin_uri, [MANY_SECTIONS, FEW_SECTIONS], embedder) as url:
+        yield url
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_page_of_many_sections_yields_to_one_of_few_that_matches_alike(
+    rag_home: Path, pages_db: str, embedder: Embedder, mode: str
+) -> None:
+    hits = _searcher(rag_home, pages_db, embedder).search(
+        "dunning letters for overdue invoices",
+        mode=mode,  # type: ignore[arg-type]
+    )
+    assert [h.source_id for h in hits][:2] == [FEW_SECTIONS.source_id, MANY_SECTIONS.source_id]
+    # Both hits are the same dunning section; the long page's score is scaled by its count.
+    assert hits[0].text == hits[1].text
+    with psycopg.connect(pages_db) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM rag.sections s JOIN rag.documents d ON d.id = s.document_id"
+            " WHERE d.source_id = %s",
+            (MANY_SECTIONS.source_id,),
+        ).fetchone()
+    sections = row[0] if row else 0
+    assert sections >= 4
+    assert hits[1].score == pytest.approx(
+        hits[0].score * (1 + math.log(sections)) ** -_SECTIONS_EXPONENT
+    )
 
 
 def test_entity_weights_parse_and_bad_ones_name_the_variable(

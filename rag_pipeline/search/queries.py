@@ -289,9 +289,11 @@ fused AS (
 # One hit per section across a document's language versions (same source type and id, e.g. a
 # window in en_US and es_CO, or an untranslated es_CO copy of it): the version in the query's
 # language when it matched, else the best one, with the best version's score times the weight
-# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS) and the import weight. A
-# document's first `per_document` sections come before any further section of it (0: no
-# limit).
+# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS) and the import weight. A page
+# (any document but a dictionary entry, whose sections are always the same few) of n sections
+# scores (1 + ln n) ^ -sections_exponent times its best section: long pages matched some
+# section of too many questions. A document's first `per_document` sections come before any
+# further section of it (0: no limit).
 _SELECT = """
 SELECT * FROM (
 SELECT *, row_number() OVER (PARTITION BY source_type, source_id ORDER BY score DESC, chunk_id)
@@ -306,7 +308,12 @@ FROM (
                * CASE WHEN d.source_type = 'ad_metadata'
                        AND d.metadata ->> 'entity_type' IN ('window', 'process')
                        AND d.title ~* '^import(?!es?\\M|an)'
-                      THEN %(import_weight)s::float8 ELSE 1.0 END)
+                      THEN %(import_weight)s::float8 ELSE 1.0 END
+               -- a page of n sections has n chances to match: its best is the best of n
+               * CASE WHEN d.source_type = 'ad_metadata' THEN 1.0
+                      ELSE power(1 + ln((SELECT count(*) FROM rag.sections AS n
+                                         WHERE n.document_id = d.id)),
+                                 -%(sections_exponent)s::float8) END)
                OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
            c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,
            d.id AS document_id, s.id AS section_id, c.id AS chunk_id,
