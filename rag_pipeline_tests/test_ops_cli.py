@@ -3,6 +3,7 @@
 import os
 import signal
 import socket
+import tomllib
 from pathlib import Path
 
 import dagster as dg
@@ -121,3 +122,7 @@ def test_dev_passes_every_argument_to_dagster_dev(
     ]  # fmt: skip
     assert os.environ["DAGSTER_HOME"] == str(dagster_home)
     assert (dagster_home / "dagster.yaml").read_text().startswith("# written by rag_pipeline")
+    # dg's project names its code location as `dagster dev -m` registers it; a mismatch is a
+    # warning at every load of the UI ("The code location name ... does not match").
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert pyproject["tool"]["dg"]["project"]["code_location_name"] == argv[5]
