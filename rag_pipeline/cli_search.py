@@ -219,6 +219,14 @@ def register(main: click.Group) -> None:
             if explain and not as_json:
                 added = searcher.expansion(searched)
                 caption = f"search vocabulary added: {added}" if added else ""
+                chosen = options["mode"] or searcher.settings.search_mode
+                similar = None if chosen == "keyword" else searcher.similar_entry(searched)
+                if similar and similar.expansion not in dict(searcher.expansions(searched)):
+                    caption += "; " if caption else ""
+                    caption += (
+                        f"closest vocabulary phrase {similar.phrase!r} "
+                        f"({similar.similarity:.2f}) added: {similar.expansion}"
+                    )
                 named = searcher.named(searched)
                 if named:
                     caption += f"; read as another name for the title {named!r}"

@@ -259,6 +259,13 @@ class Settings(BaseSettings):
         "(supplier -> business partner), shared by the words of one entry, against 1 for "
         "each word of the query; 0 turns the vocabulary off.",
     )
+    search_vocabulary_similarity: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.5,
+        description="Cosine from which a query of four words or more, in a language the model "
+        "knows, in hybrid or vector mode, also takes the entry of the search vocabulary's "
+        "phrase closest to it ('be warned whenever something happens' is close to 'notify me "
+        "when' -> alert), as if one query word had named it; 1 turns it off.",
+    )
     search_typo_correction: bool = Field(
         default=True,
         description="Read a query word the index does not hold as the indexed word one typing "

@@ -74,6 +74,12 @@ def test_search_explain_and_filters(rag: click.Group) -> None:
     assets = CliRunner().invoke(rag, ["search", "fixed assets", "--explain"])
     assert assets.exit_code == 0, assets.output
     assert "read as another name for the title 'asset'" in assets.output
+    warned = CliRunner().invoke(
+        rag, ["search", "warn me automatically whenever something happens in the data", "--explain"]
+    )
+    assert warned.exit_code == 0, warned.output
+    assert "closest vocabulary phrase 'automatic email when'" in warned.output
+    assert "added: alert" in warned.output
 
 
 @pytest.mark.parametrize("query", ["", "   ", "x" * 2001])

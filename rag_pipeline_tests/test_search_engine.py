@@ -827,3 +827,43 @@ def test_the_keyword_scan_keeps_every_chunk_of_the_rarest_word(
     hits = searcher.search("zebra warehouse", mode="keyword", top_k=3)
 
     assert hits[0].source_id == "rare.md"
+
+
+def test_a_query_close_in_meaning_to_a_vocabulary_phrase_takes_its_entry(
+    rag_home: Path, database_url: str, embedder: Embedder, tmp_path: Path
+) -> None:
+    zebra = Doc("files", "zebra.md", "Zebra Tariff", "# Zebra Tariff\n\nRates for zoo animals.\n")
+    index_documents(database_url, [zebra, PRICES, PARTNERS, WAREHOUSE], embedder)
+    (tmp_path / "en.tsv").write_text("tell me when prices go up\tzebra tariff\n", encoding="utf-8")
+    query = "please tell me as soon as the price of something goes up"
+
+    def searcher(**overrides: object) -> Searcher:
+        settings = _settings(rag_home, database_url, search_vocabulary_dir=tmp_path, **overrides)
+        return Searcher(settings, embedder=embedder)
+
+    on = searcher()
+    prepared = prepare_query(query)
+    # Not a phrase of the entry as typed, nor its stems together: only the meaning is close.
+    assert "zebra" not in on.expansion(prepared)
+    similar = on.similar_entry(prepared)
+    assert similar is not None
+    assert (similar.phrase, similar.expansion) == ("tell me when prices go up", "zebra tariff")
+    assert similar.similarity >= 0.8
+
+    def keyword_rank(s: Searcher, mode: str) -> int | None:
+        hits = s.search(query, mode=mode, explain=True)  # type: ignore[arg-type]
+        found = [h for h in hits if h.source_id == zebra.source_id]
+        return found[0].explain.keyword_rank if found and found[0].explain else None
+
+    # Hybrid search reads the entry's words in its keyword leg.
+    assert keyword_rank(on, "hybrid") is not None
+    # The keyword mode does not embed queries, so it does not; nor does 1 (off), a Spanish
+    # query (the model knows English only) or a query of three words.
+    assert on.search(query, mode="keyword")
+    assert keyword_rank(on, "keyword") is None
+    assert keyword_rank(searcher(search_vocabulary_similarity=1), "hybrid") is None
+    assert on.similar_entry(prepare_query(query, "es_CO")) is None
+    assert on.similar_entry(prepare_query("prices going up")) is None
+    # The vectors of the phrase the package does not ship are kept for the next process.
+    kept = list((rag_home / "vocabulary-vectors").glob("*-en.npz"))
+    assert len(kept) == 1

@@ -6,13 +6,22 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
+from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search.vocabulary import (
     Vocabulary,
     VocabularyError,
     expansion_language,
     parse_entries,
+)
+from rag_pipeline.search.vocabulary.phrase_vectors import (
+    BUNDLED_LANGUAGES,
+    PhraseVectors,
+    bundled_file,
+    read_vectors,
 )
 
 
@@ -214,3 +223,41 @@ def test_an_entry_may_name_the_language_of_its_words() -> None:
     # A query that is only the tagged phrase names no title in its own language.
     assert vocabulary.named("celular", "es_CO") is None
     assert vocabulary.named("activos fijos", "es_CO") == "activo"
+
+
+def test_the_bundled_phrase_vectors_are_those_of_the_bundled_vocabulary(embedder: Embedder) -> None:
+    vocabulary = Vocabulary.load()
+    for language in BUNDLED_LANGUAGES:
+        phrases, vectors = read_vectors(bundled_file(language), embedder.model_id)
+        # Stale after a vocabulary edit: python -m rag_pipeline.search.vocabulary.build_vectors
+        assert set(phrases) == {phrase for phrase, _ in vocabulary.phrases(language)}, language
+        for row in range(0, len(phrases), 500):
+            expected = embedder.embed_query(phrases[row])
+            assert np.allclose(vectors[row], expected, atol=1e-3), phrases[row]
+
+
+def test_the_closest_phrase_is_found_and_missing_vectors_are_embedded_once(tmp_path: Path) -> None:
+    vocabulary = _vocabulary("stock take|stock count\tphysical inventory\nbank fee\tcharge\n")
+    axes = {"stock take": [1.0, 0.0], "stock count": [0.8, 0.6], "bank fee": [0.0, 1.0]}
+    embedded: list[str] = []
+
+    def embed(text: str) -> NDArray[np.float32]:
+        embedded.append(text)
+        return np.asarray(axes[text], dtype=np.float32)
+
+    vectors = PhraseVectors(vocabulary.phrases, embed, "test-model", tmp_path)
+    near_count = np.asarray([0.6, 0.8], dtype=np.float32)
+    found = vectors.closest("en", near_count, 0.5)
+    assert found is not None
+    assert (found.phrase, found.expansion) == ("stock count", "physical inventory")
+    assert found.similarity == pytest.approx(0.96)
+    assert vectors.closest("en", near_count, 0.97) is None
+    assert vectors.closest("es", near_count, 0.0) is None  # no Spanish phrases
+    assert sorted(embedded) == ["bank fee", "stock count", "stock take"]
+    # A second process reads them from the cache; another model's are not reused.
+    again = PhraseVectors(vocabulary.phrases, embed, "test-model", tmp_path)
+    assert again.closest("en", np.asarray([0.0, 1.0], dtype=np.float32), 0.5) is not None
+    assert len(embedded) == 3
+    other = PhraseVectors(vocabulary.phrases, embed, "other-model", tmp_path)
+    other.closest("en", near_count, 0.5)
+    assert len(embedded) == 6

@@ -160,6 +160,13 @@ class Vocabulary:
                 entries.setdefault(lang, []).extend(parse_entries(text.splitlines(), str(path)))
         return cls(entries)
 
+    def phrases(self, language: str) -> list[tuple[str, str]]:
+        """The user phrases of two words or more of `language` (folded words joined by
+        spaces), each with its entry's iDempiere words, in file order."""
+        prefix = language_prefix(language)
+        found = self._phrases.get(prefix, [])
+        return [(" ".join(phrase), expansion) for phrase, expansion in found]
+
     def knows(self, word: str, language: str) -> bool:
         """True when `word` (any case, accents, singular or plural) is a word of a user phrase
         of `language`: a word people type for what iDempiere names otherwise ("bodega")."""
