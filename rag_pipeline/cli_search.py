@@ -226,6 +226,7 @@ def register(main: click.Group) -> None:
                     caption += (
                         f"closest vocabulary phrase {similar.phrase!r} "
                         f"({similar.similarity:.2f}) added: {similar.expansion}"
+                        + (" (keyword leg only)" if similar.shared_words == 1 else "")
                     )
                 named = searcher.named(searched)
                 if named:

@@ -80,6 +80,13 @@ def test_search_explain_and_filters(rag: click.Group) -> None:
     assert warned.exit_code == 0, warned.output
     assert "closest vocabulary phrase 'automatic email when'" in warned.output
     assert "added: alert" in warned.output
+    assert "keyword leg only" not in warned.output  # no word in common: the model reads it too
+    vendors = CliRunner().invoke(
+        rag, ["search", "where do I maintain customers and vendors", "--explain"]
+    )
+    assert vendors.exit_code == 0, vendors.output
+    assert "'product with several vendors'" in vendors.output
+    assert "(keyword leg only)" in vendors.output
 
 
 @pytest.mark.parametrize("query", ["", "   ", "x" * 2001])

@@ -261,3 +261,11 @@ def test_the_closest_phrase_is_found_and_missing_vectors_are_embedded_once(tmp_p
     other = PhraseVectors(vocabulary.phrases, embed, "other-model", tmp_path)
     other.closest("en", near_count, 0.5)
     assert len(embedded) == 6
+
+
+def test_shared_words_count_the_phrase_words_a_query_holds_as_stems() -> None:
+    vocabulary = Vocabulary.load()
+    query = "Where do I maintain customers and vendors?"
+    assert vocabulary.shared_words("product with several vendors", query, "en_US") == 1
+    assert vocabulary.shared_words("customer and vendor balance", query, "en_US") == 2
+    assert vocabulary.shared_words("alert schedule", query, "en_US") == 0

@@ -263,13 +263,17 @@ class Searcher:
             else self.corrected(self.prepare(query, language, languages))
         )
         expansions = self.expansions(prepared)
+        expansion = " ".join(expansion_language(words)[1] for words, _ in expansions)
         vector = None
         if chosen != "keyword":
             similar = self.similar_entry(prepared)
             if similar is not None and similar.expansion not in dict(expansions):
                 expansions.append((similar.expansion, 1))
-        expansion = " ".join(expansion_language(words)[1] for words, _ in expansions)
-        if chosen != "keyword":
+                # A phrase sharing one word with the query is close mostly through that word
+                # ("product with several vendors" for "maintain customers and vendors"): the
+                # keyword leg weighs its entry among the typed words, the model does not read it.
+                if similar.shared_words != 1:
+                    expansion = " ".join(expansion_language(w)[1] for w, _ in expansions)
             # The model reads the iDempiere words too: "supplier (business partner vendor)".
             vector = self._query_vector(
                 f"{prepared.text} ({expansion})" if expansion else prepared.text
@@ -432,7 +436,8 @@ class Searcher:
 
         Only for a query of `_SIMILAR_MIN_WORDS` words or more (a shorter one is a name or a
         few keywords, which the typed-phrase matching serves) in a language the model knows,
-        with the vocabulary on; hybrid and vector searches add it (vocabulary/phrase_vectors.py).
+        with the vocabulary on; hybrid and vector searches add it (vocabulary/phrase_vectors.py),
+        the vector leg only when the phrase shares no word or several with the query.
         """
         settings = self.settings
         if (
@@ -442,11 +447,15 @@ class Searcher:
             or not self._model_knows(query.language)
         ):
             return None
-        return self._phrase_vectors.closest(
+        found = self._phrase_vectors.closest(
             language_prefix(query.language),
             self._query_vector(query.text),
             settings.search_vocabulary_similarity,
         )
+        if found is None:
+            return None
+        shared = self.vocabulary.shared_words(found.phrase, query.text, query.language)
+        return replace(found, shared_words=shared)
 
     def _model_knows(self, language: str) -> bool:
         known = {p.strip().lower() for p in self.settings.search_model_languages.split(",")}

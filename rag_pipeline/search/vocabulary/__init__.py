@@ -167,6 +167,17 @@ class Vocabulary:
         found = self._phrases.get(prefix, [])
         return [(" ".join(phrase), expansion) for phrase, expansion in found]
 
+    def shared_words(self, phrase: str, text: str, language: str) -> int:
+        """How many words of `phrase`, other than function words, `text` holds (as stems)."""
+        prefix = language_prefix(language)
+        stem = _stemmer(prefix)
+        others = _skippable(prefix)
+
+        def stems(words: str) -> set[str]:
+            return {stem(word) for word in _words(words) if word not in others}
+
+        return len(stems(phrase) & stems(text))
+
     def knows(self, word: str, language: str) -> bool:
         """True when `word` (any case, accents, singular or plural) is a word of a user phrase
         of `language`: a word people type for what iDempiere names otherwise ("bodega")."""

@@ -5,7 +5,10 @@ warned automatically whenever something happens in the data" holds no phrase of 
 entries, yet its vector lies close to theirs ("notify me when", "alert schedule"). For a query
 of four words or more in a language the model knows, the search adds the entry of the phrase
 closest to the query's vector when their cosine reaches RAG_SEARCH_VOCABULARY_SIMILARITY, as
-if one query word had named it (`Searcher.similar_entry`).
+if one query word had named it (`Searcher.similar_entry`). The model reads the entry's words
+too, unless the phrase shares exactly one word with the query: then the two are close mostly
+through that word ("product with several vendors" for "where do I maintain customers and
+vendors"), and only the keyword leg weighs the entry, among the words typed.
 
 Only phrases of two words or more take part: one word alone says too little to be compared
 with a question. The vectors of the bundled phrases for the bundled model ship with the package
@@ -45,6 +48,7 @@ class SimilarEntry:
     phrase: str
     expansion: str
     similarity: float
+    shared_words: int = 0  # the phrase's words, other than function words, the query holds
 
 
 def bundled_file(language: str) -> Path:
