@@ -263,8 +263,9 @@ class Settings(BaseSettings):
         default=0.5,
         description="Cosine from which a query of four words or more, in a language the model "
         "knows, in hybrid or vector mode, also takes the entry of the search vocabulary's "
-        "phrase closest to it ('be warned whenever something happens' is close to 'notify me "
-        "when' -> alert), as if one query word had named it; 1 turns it off.",
+        "phrase closest to it ('warned automatically whenever something happens in the data' "
+        "is close to 'alert schedule' -> alert processor), as if one query word had named it; "
+        "1 turns it off.",
     )
     search_typo_correction: bool = Field(
         default=True,

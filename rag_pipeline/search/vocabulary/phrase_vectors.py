@@ -1,8 +1,9 @@
 """The vocabulary's user phrases as vectors: a question worded like no phrase can be close to one.
 
 The vocabulary matches its phrases as typed, or their stems close together. "I want to be
-warned automatically whenever something happens in the data" holds no phrase of the Alert
-entries, yet its vector lies close to theirs ("notify me when", "alert schedule"). For a query
+warned automatically whenever something happens in the data, for example sales orders left in
+draft for more than a week" holds no phrase of the Alert entries, yet its vector lies close to
+"alert schedule" (cosine 0.53, an Alert Processor entry). For a query
 of four words or more in a language the model knows, the search adds the entry of the phrase
 closest to the query's vector when their cosine reaches RAG_SEARCH_VOCABULARY_SIMILARITY, as
 if one query word had named it (`Searcher.similar_entry`). The model reads the entry's words
