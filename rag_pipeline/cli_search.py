@@ -219,9 +219,8 @@ def register(main: click.Group) -> None:
             if explain and not as_json:
                 added = searcher.expansion(searched)
                 caption = f"search vocabulary added: {added}" if added else ""
-                chosen = options["mode"] or searcher.settings.search_mode
-                similar = None if chosen == "keyword" else searcher.similar_entry(searched)
-                if similar and similar.expansion not in dict(searcher.expansions(searched)):
+                similar = searcher.added_words(searched, options["mode"]).similar
+                if similar:
                     caption += "; " if caption else ""
                     caption += (
                         f"closest vocabulary phrase {similar.phrase!r} "

@@ -106,6 +106,15 @@ _STATS_CHECK_INTERVAL = 2.0
 
 
 @dataclass(frozen=True)
+class AddedWords:
+    """What the search vocabulary adds to a query in one mode."""
+
+    expansions: list[tuple[str, int]]  # each group of words with the query words it stands for
+    for_model: str  # the words the vector leg reads after the query ('' for none)
+    similar: SimilarEntry | None  # the entry added for its phrase's meaning, if one was
+
+
+@dataclass(frozen=True)
 class LegScores:
     """Where each leg put a hit (None: the leg did not find its section)."""
 
@@ -262,25 +271,16 @@ class Searcher:
             if isinstance(query, Query)
             else self.corrected(self.prepare(query, language, languages))
         )
-        expansions = self.expansions(prepared)
-        expansion = " ".join(expansion_language(words)[1] for words, _ in expansions)
+        added = self.added_words(prepared, chosen)
         vector = None
         if chosen != "keyword":
-            similar = self.similar_entry(prepared)
-            if similar is not None and similar.expansion not in dict(expansions):
-                expansions.append((similar.expansion, 1))
-                # A phrase sharing one word with the query is close mostly through that word
-                # ("product with several vendors" for "maintain customers and vendors"): the
-                # keyword leg weighs its entry among the typed words, the model does not read it.
-                if similar.shared_words != 1:
-                    expansion = " ".join(expansion_language(w)[1] for w, _ in expansions)
             # The model reads the iDempiere words too: "supplier (business partner vendor)".
             vector = self._query_vector(
-                f"{prepared.text} ({expansion})" if expansion else prepared.text
+                f"{prepared.text} ({added.for_model})" if added.for_model else prepared.text
             )
         params = self._params(
             prepared,
-            expansions,
+            added.expansions,
             vector,
             top_k,
             source_types,
@@ -430,6 +430,28 @@ class Searcher:
         if self.settings.search_vocabulary_weight == 0:
             return []
         return self.vocabulary.expansions(query.text, query.language)
+
+    def added_words(self, query: Query, mode: Mode | None = None) -> AddedWords:
+        """The vocabulary's words a search in `mode` (default: RAG_SEARCH_MODE) adds to `query`:
+        the entries of the phrases it holds, then, but in keyword mode, the entry of the phrase
+        closest in meaning (`similar_entry`) unless it is one of them."""
+        expansions = self.expansions(query)
+
+        def words(groups: list[tuple[str, int]]) -> str:
+            return " ".join(expansion_language(group)[1] for group, _ in groups)
+
+        typed = words(expansions)
+        if (mode or self.settings.search_mode) == "keyword":
+            return AddedWords(expansions, typed, None)
+        similar = self.similar_entry(query)
+        if similar is None or similar.expansion in dict(expansions):
+            return AddedWords(expansions, typed, None)
+        expansions = [*expansions, (similar.expansion, 1)]
+        # A phrase sharing one word with the query is close mostly through that word ("product
+        # with several vendors" for "maintain customers and vendors"): the keyword leg weighs
+        # its entry among the typed words, the model does not read it.
+        for_model = typed if similar.shared_words == 1 else words(expansions)
+        return AddedWords(expansions, for_model, similar)
 
     def similar_entry(self, query: Query) -> SimilarEntry | None:
         """The vocabulary entry of the phrase closest in meaning to `query`, if close enough.
