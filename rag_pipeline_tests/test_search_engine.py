@@ -5,8 +5,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
+from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import QueryError, Searcher, SearchHit
@@ -867,3 +869,36 @@ def test_a_query_close_in_meaning_to_a_vocabulary_phrase_takes_its_entry(
     # The vectors of the phrase the package does not ship are kept for the next process.
     kept = list((rag_home / "vocabulary-vectors").glob("*-en.npz"))
     assert len(kept) == 1
+
+
+class _CountingEmbedder:
+    """The real model, recording every text it is asked to embed."""
+
+    def __init__(self, model: Embedder) -> None:
+        self.model = model
+        self.model_id = model.model_id
+        self.texts: list[str] = []
+
+    def embed_query(self, query: str) -> NDArray[np.float32]:
+        self.texts.append(query)
+        return self.model.embed_query(query)
+
+
+def test_a_query_the_phrase_lookup_embedded_is_not_embedded_again_with_the_cache_off(
+    rag_home: Path, database_url: str, embedder: Embedder
+) -> None:
+    index_documents(database_url, [PRICES, PARTNERS, WAREHOUSE], embedder)
+    settings = _settings(rag_home, database_url, search_query_cache_size=0)
+    searcher = Searcher(settings, embedder=embedder)
+    counting = _CountingEmbedder(embedder)
+    searcher.embedder = counting
+    query = "the zebra crossing in front of the building"
+    prepared = prepare_query(query)
+    # Long enough, and English: the lookup embeds it; no phrase is close, nothing is added.
+    assert searcher.added_words(prepared, "hybrid").for_model == ""
+    counting.texts.clear()
+
+    assert searcher.search(query, mode="hybrid")
+    assert searcher.search(query, mode="vector")
+
+    assert counting.texts == [prepared.text, prepared.text]

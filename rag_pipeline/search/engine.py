@@ -112,6 +112,9 @@ class AddedWords:
     expansions: list[tuple[str, int]]  # each group of words with the query words it stands for
     for_model: str  # the words the vector leg reads after the query ('' for none)
     similar: SimilarEntry | None  # the entry added for its phrase's meaning, if one was
+    # The model's vector of the query alone, when the phrase lookup needed it (reused by the
+    # vector leg when the model reads no added word, even with the vector cache off).
+    query_vector: NDArray[np.float32] | None = None
 
 
 @dataclass(frozen=True)
@@ -273,11 +276,15 @@ class Searcher:
         )
         added = self.added_words(prepared, chosen)
         vector = None
-        if chosen != "keyword":
+        if chosen != "keyword" and added.for_model:
             # The model reads the iDempiere words too: "supplier (business partner vendor)".
-            vector = self._query_vector(
-                f"{prepared.text} ({added.for_model})" if added.for_model else prepared.text
-            )
+            vector = self._query_vector(f"{prepared.text} ({added.for_model})")
+        elif chosen != "keyword":
+            # The phrase lookup's vector when there was one: with the cache off it would
+            # otherwise be embedded a second time.
+            vector = added.query_vector
+            if vector is None:
+                vector = self._query_vector(prepared.text)
         params = self._params(
             prepared,
             added.expansions,
@@ -441,17 +448,18 @@ class Searcher:
             return " ".join(expansion_language(group)[1] for group, _ in groups)
 
         typed = words(expansions)
-        if (mode or self.settings.search_mode) == "keyword":
+        if (mode or self.settings.search_mode) == "keyword" or not self._compares_phrases(query):
             return AddedWords(expansions, typed, None)
-        similar = self.similar_entry(query)
+        vector = self._query_vector(query.text)
+        similar = self._closest_entry(query, vector)
         if similar is None or similar.expansion in dict(expansions):
-            return AddedWords(expansions, typed, None)
+            return AddedWords(expansions, typed, None, vector)
         expansions = [*expansions, (similar.expansion, 1)]
         # A phrase sharing one word with the query is close mostly through that word ("product
         # with several vendors" for "maintain customers and vendors"): the keyword leg weighs
         # its entry among the typed words, the model does not read it.
         for_model = typed if similar.shared_words == 1 else words(expansions)
-        return AddedWords(expansions, for_model, similar)
+        return AddedWords(expansions, for_model, similar, vector)
 
     def similar_entry(self, query: Query) -> SimilarEntry | None:
         """The vocabulary entry of the phrase closest in meaning to `query`, if close enough.
@@ -461,18 +469,22 @@ class Searcher:
         with the vocabulary on; hybrid and vector searches add it (vocabulary/phrase_vectors.py),
         the vector leg only when the phrase shares no word or several with the query.
         """
-        settings = self.settings
-        if (
-            settings.search_vocabulary_weight == 0
-            or settings.search_vocabulary_similarity >= 1
-            or len(query.text.split()) < _SIMILAR_MIN_WORDS
-            or not self._model_knows(query.language)
-        ):
+        if not self._compares_phrases(query):
             return None
+        return self._closest_entry(query, self._query_vector(query.text))
+
+    def _compares_phrases(self, query: Query) -> bool:
+        settings = self.settings
+        return (
+            settings.search_vocabulary_weight > 0
+            and settings.search_vocabulary_similarity < 1
+            and len(query.text.split()) >= _SIMILAR_MIN_WORDS
+            and self._model_knows(query.language)
+        )
+
+    def _closest_entry(self, query: Query, vector: NDArray[np.float32]) -> SimilarEntry | None:
         found = self._phrase_vectors.closest(
-            language_prefix(query.language),
-            self._query_vector(query.text),
-            settings.search_vocabulary_similarity,
+            language_prefix(query.language), vector, self.settings.search_vocabulary_similarity
         )
         if found is None:
             return None
