@@ -221,7 +221,7 @@ def run(corpus: Path, home: Path) -> None:
     import dagster as dg
 
     from rag_pipeline.definitions import defs
-    from rag_pipeline.runtime import load_embedder, ready_conninfo
+    from rag_pipeline.operations.runtime import load_embedder, ready_conninfo
     from rag_pipeline.settings import load_settings
     from rag_pipeline.sources.files import partition_key_for
     from rag_pipeline.store.connection import connect

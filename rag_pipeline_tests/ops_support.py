@@ -77,7 +77,7 @@ def execute_ingest_all(
         [
             sys.executable,
             "-c",
-            "from rag_pipeline.instance import dagster_home as h;"
+            "from rag_pipeline.orchestration.instance import dagster_home as h;"
             "from rag_pipeline.settings import load_settings; h(load_settings())",
         ],
         env=env,

@@ -18,8 +18,8 @@ import dagster as dg
 import httpx
 import pytest
 
+from rag_pipeline.orchestration.source_registry import SOURCES
 from rag_pipeline.settings import Settings
-from rag_pipeline.source_registry import SOURCES
 from rag_pipeline_tests.pipeline_helpers import ingest
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -50,7 +50,7 @@ def _free_port() -> int:
 @pytest.fixture
 def webserver(rag_env: Settings, tmp_path: Path) -> Iterator[str]:
     """The UI's URL: dagster-webserver on an instance with one materialized files run."""
-    from rag_pipeline.instance import dagster_home
+    from rag_pipeline.orchestration.instance import dagster_home
 
     os.environ["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
     try:

@@ -5,7 +5,11 @@ import itertools
 import dagster as dg
 
 from rag_pipeline.definitions import defs
-from rag_pipeline.pipeline import CHUNKS_WITHIN_BUDGET, NO_EDITORJS_SYNTAX, NO_FORBIDDEN_CHARACTERS
+from rag_pipeline.orchestration.pipeline import (
+    CHUNKS_WITHIN_BUDGET,
+    NO_EDITORJS_SYNTAX,
+    NO_FORBIDDEN_CHARACTERS,
+)
 
 
 def test_definitions_are_loadable() -> None:

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from rag_pipeline.runtime import ready_conninfo
+from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.server import (
     SERVER_USER_WHEN_ROOT,

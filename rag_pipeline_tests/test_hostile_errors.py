@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from rag_pipeline.cli import main
-from rag_pipeline.cli_errors import error_message
+from rag_pipeline.cli.errors import error_message
 
 
 def _one_line(message: str | None) -> str:

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from rag_pipeline.definitions import defs
-from rag_pipeline.pipeline import INDEX_INTEGRITY
+from rag_pipeline.orchestration.pipeline import INDEX_INTEGRITY
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.files import partition_key_for
 from rag_pipeline_tests.pipeline_helpers import ingest, write

@@ -7,7 +7,7 @@ import pytest
 
 from rag_pipeline.definitions import defs
 from rag_pipeline.defs.automation import AUTOMATION_SENSOR
-from rag_pipeline.source_registry import SOURCES
+from rag_pipeline.orchestration.source_registry import SOURCES
 
 STAGES = ("markdown", "sanitized", "chunks", "embeddings")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rag_pipeline.instance import MANAGED_MARKER, dagster_home, dagster_instance
+from rag_pipeline.orchestration.instance import MANAGED_MARKER, dagster_home, dagster_instance
 from rag_pipeline.settings import Settings
 
 

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from rag_pipeline.source_registry import SOURCES
+from rag_pipeline.orchestration.source_registry import SOURCES
 from rag_pipeline_tests.ops_support import (
     IngestAllRun,
     index_snapshot,

@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rag_pipeline.cli_search import register
+from rag_pipeline.cli.search import register
 from rag_pipeline_tests import search_fixtures
 from rag_pipeline_tests.search_corpus import EVENTS, ORDERS_ES, PARTNERS, WAREHOUSE
 

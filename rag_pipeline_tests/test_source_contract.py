@@ -9,7 +9,7 @@ import pytest
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.source import DocumentRef, Source, SourceDocument
 from rag_pipeline.defs.resources import resources
-from rag_pipeline.pipeline import (
+from rag_pipeline.orchestration.pipeline import (
     NO_EDITORJS_SYNTAX,
     SourceResource,
     source_definitions,

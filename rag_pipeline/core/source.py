@@ -2,7 +2,8 @@
 
 A source lists what exists, each document with a cheap version (a wiki revid, an `Updated`
 timestamp, a file's size and mtime), and fetches the documents whose version changed as typed
-`SourceDocument`s. The shared pipeline (`rag_pipeline.pipeline`) does everything else once:
+`SourceDocument`s. The shared pipeline (`rag_pipeline.orchestration.pipeline`) does everything
+else once:
 comparing versions with what is stored, the new/changed/unchanged/deleted/failed bookkeeping,
 the Markdown → sanitized → chunks → embeddings chain, its checks and its job.
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
+from rag_pipeline.orchestration.source_registry import SOURCES
 from rag_pipeline.resources.vectordb import VectorDBResource
-from rag_pipeline.source_registry import SOURCES
 from rag_pipeline.store.reports import (
     CurrentFailure,
     SourceFreshness,

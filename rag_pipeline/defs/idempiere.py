@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.orchestration.pipeline import SourceResource
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.idempiere.base import IdempiereSource
 

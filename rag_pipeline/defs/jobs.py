@@ -24,14 +24,14 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.executors import job_executor
-from rag_pipeline.settings import load_settings
-from rag_pipeline.source_registry import (
+from rag_pipeline.orchestration.executors import job_executor
+from rag_pipeline.orchestration.source_registry import (
     SOURCES,
     ingest_job_name,
     reconcile_job_name,
     resource_key,
 )
+from rag_pipeline.settings import load_settings
 
 INGEST_ALL = "ingest_all"
 RECONCILE_TAG = "rag/reconcile"

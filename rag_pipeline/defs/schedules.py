@@ -8,8 +8,8 @@ in local development; `RAG_AUTOMATION=true` (production) starts them with the da
 
 import dagster as dg
 
+from rag_pipeline.orchestration.source_registry import SOURCES, reconcile_job_name
 from rag_pipeline.settings import load_settings
-from rag_pipeline.source_registry import SOURCES, reconcile_job_name
 
 
 def nightly_schedule(source: str, cron: str, timezone: str, running: bool) -> dg.ScheduleDefinition:

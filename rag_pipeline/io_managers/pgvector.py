@@ -14,8 +14,8 @@ import dagster as dg
 
 from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.core.records import ChunkedRecord
-from rag_pipeline.indexing import indexed_documents
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, source_of
+from rag_pipeline.orchestration.indexing import indexed_documents
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import index, runs, stages
 from rag_pipeline.store.locks import lock_key

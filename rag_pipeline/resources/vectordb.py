@@ -7,7 +7,7 @@ import dagster as dg
 import psycopg
 from pydantic import PrivateAttr
 
-from rag_pipeline.runtime import ready_conninfo
+from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.connection import connect
 

@@ -1,7 +1,8 @@
 """Hybrid search over the index: the public API (`search`, `Searcher`, `SearchHit`).
 
 A Searcher holds what is costly to build once per process — the model (loaded once through
-`rag_pipeline.runtime`), a connection pool and an LRU cache of query vectors — and answers a
+`rag_pipeline.operations.runtime`), a connection pool and an LRU cache of query vectors — and
+answers a
 query with one SQL statement (see `queries.py`), filters included. A query with words of five
 letters or more first takes one short round trip that looks up the words the index does not
 hold, to correct typing errors (`spelling.py`).
@@ -22,7 +23,7 @@ from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix, ts_config_for
-from rag_pipeline.runtime import ready_conninfo
+from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
 from rag_pipeline.search.language import (
     asks_for_process,

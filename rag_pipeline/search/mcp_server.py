@@ -192,7 +192,7 @@ class KnowledgeTools:
 
     def get_knowledge_stats(self) -> KnowledgeStatsResult:
         """Counts per source and language, the model, the last run per source."""
-        from rag_pipeline.runtime import ready_conninfo
+        from rag_pipeline.operations.runtime import ready_conninfo
         from rag_pipeline.store.connection import connect
 
         with connect(ready_conninfo(self.settings)) as conn:
@@ -226,7 +226,7 @@ class KnowledgeTools:
         self, name: str, entity_type: EntityType | None = None, top_k: int = 5
     ) -> ADResult:
         """Exact source id, name or DB identifier matches first, then search."""
-        from rag_pipeline.runtime import ready_conninfo
+        from rag_pipeline.operations.runtime import ready_conninfo
         from rag_pipeline.store.connection import connect
 
         name = _required(name, "name")
@@ -279,7 +279,7 @@ class KnowledgeTools:
 
     def lookup_development_docs(self, topic: str, top_k: int = 5) -> KnowledgeResult:
         """Search restricted to developer documentation."""
-        from rag_pipeline.runtime import ready_conninfo
+        from rag_pipeline.operations.runtime import ready_conninfo
         from rag_pipeline.store.connection import connect
 
         topic = _required(topic, "topic")

@@ -4,7 +4,7 @@ import dagster as dg
 
 from rag_pipeline.defs.ad_metadata.partitions import ad_metadata_partitions
 from rag_pipeline.defs.ad_metadata.resources import ADSourceResource
-from rag_pipeline.pipeline import source_definitions
+from rag_pipeline.orchestration.pipeline import source_definitions
 from rag_pipeline.settings import load_settings
 from rag_pipeline.sources.idempiere.ad import SOURCE_TYPE, ADSource
 

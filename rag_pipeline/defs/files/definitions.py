@@ -4,7 +4,7 @@ import dagster as dg
 
 from rag_pipeline.defs.files.partitions import files_folders
 from rag_pipeline.defs.files.resources import FilesSourceResource
-from rag_pipeline.pipeline import source_definitions
+from rag_pipeline.orchestration.pipeline import source_definitions
 from rag_pipeline.settings import load_settings
 from rag_pipeline.sources.files import CHAIN_OPTIONS, SOURCE_TYPE
 

@@ -4,7 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.core.source import Source
-from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.orchestration.pipeline import SourceResource
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.files import FilesSource, FolderError, partition_key_for
 

@@ -4,7 +4,7 @@ import dagster as dg
 
 from rag_pipeline.defs.k_entry.partitions import k_entry_languages
 from rag_pipeline.defs.k_entry.resources import KEntrySourceResource
-from rag_pipeline.pipeline import source_definitions
+from rag_pipeline.orchestration.pipeline import source_definitions
 from rag_pipeline.settings import load_settings
 from rag_pipeline.sources.idempiere.k_entry import SOURCE_TYPE, KEntrySource
 

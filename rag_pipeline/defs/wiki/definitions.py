@@ -4,7 +4,7 @@ import dagster as dg
 
 from rag_pipeline.defs.wiki.partitions import wiki_partitions
 from rag_pipeline.defs.wiki.resources import WikiSourceResource
-from rag_pipeline.pipeline import source_definitions
+from rag_pipeline.orchestration.pipeline import source_definitions
 from rag_pipeline.settings import load_settings
 from rag_pipeline.sources.wiki.source import SOURCE_TYPE, WikiSource
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.pipeline import SourceResource
+from rag_pipeline.orchestration.pipeline import SourceResource
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.sources.wiki.client import DEFAULT_USER_AGENT
 from rag_pipeline.sources.wiki.source import WikiConfig, WikiConfigError, WikiSource

@@ -6,7 +6,7 @@ gives the vectors `embed_query` gives one at a time.
 """
 
 from rag_pipeline.core.embedding import BUNDLED_MODEL_ID
-from rag_pipeline.runtime import load_embedder
+from rag_pipeline.operations.runtime import load_embedder
 from rag_pipeline.search.vocabulary import Vocabulary
 from rag_pipeline.search.vocabulary.phrase_vectors import (
     BUNDLED_LANGUAGES,

@@ -8,17 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rag_pipeline.settings import ConfigError, Settings
+from rag_pipeline.cli.common import cli_settings
+from rag_pipeline.settings import ConfigError
 
 if TYPE_CHECKING:
     from rag_pipeline.search.ask import Answer, Answerer
     from rag_pipeline.search.context import AnswerContext
-
-
-def _settings() -> Settings:
-    from rag_pipeline.cli import _settings as settings
-
-    return settings()
 
 
 @contextmanager
@@ -73,12 +68,12 @@ def ask(
 
     With no LLM configured, prints the context it would send and how to configure one.
     """
-    from rag_pipeline.runtime import load_embedder
+    from rag_pipeline.operations.runtime import load_embedder
     from rag_pipeline.search.ask import Answerer, prepare
     from rag_pipeline.search.engine import Searcher
     from rag_pipeline.search.llm import ChatProvider, configuration_hint, resolve_provider
 
-    settings = _settings()
+    settings = cli_settings()
     with _errors_as_messages():
         config = resolve_provider(settings, provider=provider, model=model)
         # Fail on a bad provider setting before the costlier retrieval.
@@ -216,7 +211,7 @@ def mcp(http_port: int | None) -> None:
     """
     from rag_pipeline.search.mcp_server import serve
 
-    settings = _settings()
+    settings = cli_settings()
     if http_port is not None:
         click.echo(f"MCP server on http://127.0.0.1:{http_port}/mcp (Ctrl+C stops it)", err=True)
     serve(settings, http_port=http_port)

@@ -34,10 +34,14 @@ from rag_pipeline.core.source import (
     Source,
     SourceDocument,
 )
-from rag_pipeline.executors import job_executor
-from rag_pipeline.indexing import EMBEDDINGS_VERSION, embed_missing, embeddings_fingerprint
 from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import StageOutput, StageView
+from rag_pipeline.orchestration.executors import job_executor
+from rag_pipeline.orchestration.indexing import (
+    EMBEDDINGS_VERSION,
+    embed_missing,
+    embeddings_fingerprint,
+)
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import load_settings

@@ -1,6 +1,6 @@
 """One line for each failure a user can fix, instead of a traceback: the cause and the fix.
 
-Used by the CLI's `_errors_as_messages`; no Dagster, no click here, so every command module
+Used by the CLI's `errors_as_messages`; no Dagster, no click here, so every command module
 (and the search and ask commands) can share it.
 """
 

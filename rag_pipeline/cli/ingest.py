@@ -1,7 +1,7 @@
 """`rag ingest`, `rag status`, `rag clear` and `rag folders`: running and inspecting the jobs.
 
 `rag ingest` runs a source's real Dagster asset job in process, on the instance `dagster`
-also uses (see `rag_pipeline.instance`), so its runs show up in the UI.
+also uses (see `rag_pipeline.orchestration.instance`), so its runs show up in the UI.
 """
 
 import signal
@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from rag_pipeline.cli.common import cli_settings, errors_as_messages, location
 from rag_pipeline.settings import Settings
 
 SOURCES = ("files", "wiki", "k_entry", "ad_metadata")
@@ -48,12 +49,6 @@ def register(main: click.Group) -> None:
     main.add_command(folders)
 
 
-def _settings() -> Settings:
-    from rag_pipeline.cli import _settings as settings
-
-    return settings()
-
-
 @click.command()
 @click.option(
     "--source",
@@ -81,15 +76,14 @@ def ingest(
     source: str, paths: tuple[Path, ...], xml_file: Path | None, force: bool, strict: bool
 ) -> None:
     """Run a source's Dagster asset job in process and print what changed."""
-    from rag_pipeline.cli import _errors_as_messages
 
-    settings = _settings()
+    settings = cli_settings()
     if paths and source != "files":
         raise click.UsageError("--path is for the files source")
     if xml_file is not None and source != "wiki":
         raise click.UsageError("--xml is for the wiki source")
     any_failed = False
-    with _errors_as_messages():
+    with errors_as_messages():
         from rag_pipeline.definitions import defs
 
         definitions = defs()
@@ -157,8 +151,8 @@ def _run_job(
     overrides: dict[str, Any],
 ) -> RunSummary:
     from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
-    from rag_pipeline.instance import dagster_instance
-    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.operations.runtime import ready_conninfo
+    from rag_pipeline.orchestration.instance import dagster_instance
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.locks import advisory_lock
 
@@ -294,8 +288,7 @@ def status() -> None:
     """The index per source and language, each source's freshness, last runs and failures."""
     from datetime import UTC, datetime
 
-    from rag_pipeline.cli import _errors_as_messages, _location
-    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.migrations import schema_version, stored_model
     from rag_pipeline.store.reports import (
@@ -306,8 +299,8 @@ def status() -> None:
         source_freshness,
     )
 
-    settings = _settings()
-    with _errors_as_messages(), connect(ready_conninfo(settings)) as conn:
+    settings = cli_settings()
+    with errors_as_messages(), connect(ready_conninfo(settings)) as conn:
         version = schema_version(conn)
         model = stored_model(conn)
         counts = index_counts(conn)
@@ -316,7 +309,7 @@ def status() -> None:
         failures = current_failures(conn)
         size = index_size(conn)
     now = datetime.now(UTC)
-    click.echo(f"database: {_location(settings)} (schema version {version})")
+    click.echo(f"database: {location(settings)} (schema version {version})")
     click.echo(f"model:    {model[0]} ({model[1]} dimensions)" if model else "model:    none yet")
     if not counts:
         click.echo("index:    empty — run `rag ingest`")
@@ -366,15 +359,14 @@ def _age(delta: Any) -> str:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 def clear(source: str, yes: bool) -> None:
     """Delete every document, chunk and stage row of a source."""
-    from rag_pipeline.cli import _errors_as_messages
-    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.reports import clear_source
 
-    settings = _settings()
+    settings = cli_settings()
     if not yes:
         click.confirm(f"Delete everything of source {source!r} from the index?", abort=True)
-    with _errors_as_messages(), connect(ready_conninfo(settings)) as conn:
+    with errors_as_messages(), connect(ready_conninfo(settings)) as conn:
         documents = clear_source(conn, source)
     click.echo(f"deleted {documents} documents of {source}")
 
@@ -395,13 +387,12 @@ _FOLDERS_PARTITIONS = "files_folders"
 @click.argument("paths", nargs=-1, required=True)
 def folders_add(paths: tuple[str, ...]) -> None:
     """Register folders (`demo` = the bundled corpus) as files partitions."""
-    from rag_pipeline.cli import _errors_as_messages
-    from rag_pipeline.instance import dagster_instance
+    from rag_pipeline.orchestration.instance import dagster_instance
     from rag_pipeline.sources.files import partition_key_for
 
-    with _errors_as_messages():
+    with errors_as_messages():
         keys = [partition_key_for(p) for p in paths]
-    instance = dagster_instance(_settings())
+    instance = dagster_instance(cli_settings())
     for key in keys:
         if not instance.has_dynamic_partition(_FOLDERS_PARTITIONS, key):
             instance.add_dynamic_partitions(_FOLDERS_PARTITIONS, [key])
@@ -411,9 +402,9 @@ def folders_add(paths: tuple[str, ...]) -> None:
 @folders.command("list")
 def folders_list() -> None:
     """Print the registered folders."""
-    from rag_pipeline.instance import dagster_instance
+    from rag_pipeline.orchestration.instance import dagster_instance
 
-    for key in dagster_instance(_settings()).get_dynamic_partitions(_FOLDERS_PARTITIONS):
+    for key in dagster_instance(cli_settings()).get_dynamic_partitions(_FOLDERS_PARTITIONS):
         click.echo(key)
 
 
@@ -421,8 +412,8 @@ def folders_list() -> None:
 @click.argument("keys", nargs=-1, required=True)
 def folders_remove(keys: tuple[str, ...]) -> None:
     """Unregister folders (their documents stay indexed until `rag clear`)."""
-    from rag_pipeline.instance import dagster_instance
+    from rag_pipeline.orchestration.instance import dagster_instance
 
-    instance = dagster_instance(_settings())
+    instance = dagster_instance(cli_settings())
     for key in keys:
         instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, key)

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from rag_pipeline.cli.common import cli_settings, errors_as_messages
 from rag_pipeline.settings import Settings
 
 if TYPE_CHECKING:
-    from rag_pipeline.validation import CheckResult
+    from rag_pipeline.operations.validation import CheckResult
 
 
 def register(main: click.Group) -> None:
@@ -19,21 +20,15 @@ def register(main: click.Group) -> None:
     main.add_command(dev)
 
 
-def _settings() -> Settings:
-    from rag_pipeline.cli import _settings as settings
-
-    return settings()
-
-
 @click.command()
 def validate() -> None:
     """Check both databases, the wiki, the schema, the model and the extensions.
 
     Prints one PASS or FAIL line per check and exits with status 1 if any failed.
     """
-    from rag_pipeline.validation import validate as run_checks
+    from rag_pipeline.operations.validation import validate as run_checks
 
-    settings = _settings()
+    settings = cli_settings()
     results = [*run_checks(settings), _dagster_storage(settings)]
     width = max(len(result.name) for result in results)
     for result in results:
@@ -50,8 +45,8 @@ def validate() -> None:
 
 def _dagster_storage(settings: Settings) -> "CheckResult":
     """The Dagster instance opens and answers (SQLite, or PostgreSQL with DAGSTER_PG_*)."""
-    from rag_pipeline.instance import dagster_instance, storage_kind
-    from rag_pipeline.validation import CheckResult
+    from rag_pipeline.operations.validation import CheckResult
+    from rag_pipeline.orchestration.instance import dagster_instance, storage_kind
 
     kind = "SQLite" if storage_kind() == "sqlite" else "PostgreSQL (DAGSTER_PG_*)"
     try:
@@ -76,12 +71,11 @@ def dev(dagster_args: tuple[str, ...]) -> None:
     stopped until you start them (RAG_AUTOMATION=true starts the nightly schedules and the
     automation sensor).
     """
-    from rag_pipeline.cli import _errors_as_messages
-    from rag_pipeline.instance import dagster_home
-    from rag_pipeline.runtime import ready_conninfo
+    from rag_pipeline.operations.runtime import ready_conninfo
+    from rag_pipeline.orchestration.instance import dagster_home
 
-    settings = _settings()
-    with _errors_as_messages():
+    settings = cli_settings()
+    with errors_as_messages():
         ready_conninfo(settings)
         os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
     command = [sys.executable, "-m", "dagster", "dev", "-m", "rag_pipeline.definitions"]

@@ -1,0 +1,5 @@
+"""`python -m rag_pipeline.cli` runs `rag`."""
+
+from rag_pipeline.cli import main
+
+main()
