@@ -9,8 +9,7 @@ import pytest
 from rag_pipeline.definitions import defs
 from rag_pipeline.orchestration.pipeline import INDEX_INTEGRITY
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.files import partition_key_for
-from rag_pipeline_tests.pipeline_helpers import ingest, write
+from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
 
 INTEGRITY = dg.AssetCheckKey(dg.AssetKey("files_embeddings"), INDEX_INTEGRITY)
 
@@ -26,7 +25,7 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def _register(instance: dg.DagsterInstance, folder: Path) -> str:
-    key = partition_key_for(folder)
+    key = folder_partition(folder)
     instance.add_dynamic_partitions("files_folders", [key])
     return key
 
@@ -69,7 +68,7 @@ def test_index_integrity_passes_then_blocks_on_an_over_long_chunk(
     with dg.instance_for_test() as instance:
         folder = _folder(tmp_path)
         ingest(folder, instance)
-        key = partition_key_for(folder)
+        key = folder_partition(folder)
         assert _run_integrity_check(instance, key).passed
         # Crafted bad data: a stored chunk longer than the model reads (it would be truncated).
         with psycopg.connect(database_url) as conn:
