@@ -37,6 +37,28 @@ hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "default")
 if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
+# Tiers (`pytest -m unit` for the inner loop): a module says `pytestmark = pytest.mark.unit`
+# or `.integration` when it knows; otherwise a test using the server or the model is
+# integration and the rest are unit.
+_NEEDS_SERVER_OR_MODEL = frozenset(
+    {"pg_admin_uri", "database_url", "rag_env", "embedder", "rag_home", "cli_env", "instance"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test its tier; leave out `long` ones unless the -m expression names them."""
+    if "long" not in (config.option.markexpr or ""):
+        kept = [item for item in items if not item.get_closest_marker("long")]
+        if len(kept) != len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+            items[:] = kept
+    for item in items:
+        if item.get_closest_marker("unit") or item.get_closest_marker("integration"):
+            continue
+        fixtures = set(getattr(item, "fixturenames", ()))
+        tier = pytest.mark.integration if fixtures & _NEEDS_SERVER_OR_MODEL else pytest.mark.unit
+        item.add_marker(tier)
+
 
 @pytest.fixture(scope="session")
 def rag_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
