@@ -20,7 +20,9 @@ _ST = r"(?:\x1b\\|\x9c|\x07)"  # string terminator; BEL ends OSC in xterm's dial
 _SEQUENCES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI … final byte
     rf"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c]*{_ST}"  # OSC, DCS, SOS, PM, APC
-    r"|\x1b[ -/]*[0-~]"  # two-character escapes (ESC c, ESC 7 …) with intermediates
+    # Two-character escapes (ESC c, ESC 7 …) with intermediates; not the introducers of the
+    # string sequences above (ESC [ ] P X ^ _), whose unfinished forms must wait for the rest.
+    r"|\x1b[ -/]*[0-OQ-WYZ\\`-~]"
 )
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Where a sequence may start but is not finished yet.
