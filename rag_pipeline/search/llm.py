@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 
@@ -360,15 +360,19 @@ def _error_detail(raw: bytes) -> str:
     """The server's own explanation, from either API's error JSON (or its plain text)."""
     text = raw.decode("utf-8", "replace")
     try:
-        payload = json.loads(text)
+        payload: Any = json.loads(text)
     except json.JSONDecodeError:
         return text
-    body: dict[str, Any] = payload if isinstance(payload, dict) else {}  # type: ignore[assignment]
+    body = _object(payload)
     error: Any = body.get("error")
     if isinstance(error, str):
         return error
-    message: Any = (error if isinstance(error, dict) else {}).get("message") or body.get("message")  # type: ignore[union-attr]
+    message: Any = _object(error).get("message") or body.get("message")
     return message if isinstance(message, str) else ""
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 def _retry_after(response: httpx.Response) -> float | None:

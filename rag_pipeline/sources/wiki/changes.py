@@ -37,6 +37,8 @@ from rag_pipeline.sources.wiki.client import (
     MalformedEntryError,
     MediaWikiClient,
     batched,
+    json_object,
+    json_objects,
     strict_int,
 )
 from rag_pipeline.sources.wiki.discovery import (
@@ -178,10 +180,7 @@ def _recent_changes(
 
 
 def _items(batch: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    value = batch.get(key)
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, dict)]  # type: ignore[misc]
+    return json_objects(batch.get(key))
 
 
 def _skip(what: str, item: dict[str, Any], problem: Exception) -> None:
@@ -207,8 +206,7 @@ def _log_events(
             kind = _LOG_ACTIONS.get((str(item.get("type")), str(item.get("action"))))
             if kind is None:
                 continue
-            given = item.get("params")
-            params_: dict[str, Any] = given if isinstance(given, dict) else {}  # type: ignore[assignment]
+            params_ = json_object(item.get("params"))
             try:
                 namespace = strict_int(item.get("ns", 0), "ns")
                 target_ns = strict_int(params_.get("target_ns", namespace), "target_ns")

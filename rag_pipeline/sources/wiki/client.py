@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
@@ -68,6 +68,17 @@ class WikiApiError(RuntimeError):
 
 class MalformedEntryError(ValueError):
     """A value in the wiki's answer is not what the API documents (an id that is no number)."""
+
+
+def json_object(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (a server may send anything)."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def json_objects(value: object) -> list[dict[str, Any]]:
+    """The objects of `value` if it is a JSON list; other items and other values give none."""
+    items = cast(list[object], value) if isinstance(value, list) else []
+    return [json_object(item) for item in items if isinstance(item, dict)]
 
 
 def strict_int(value: object, what: str) -> int:
@@ -213,12 +224,12 @@ class MediaWikiClient:
             # 4xx other than 429: asking again gives the same answer.
             raise WikiApiError(f"http{status}", f"{self.shown_url} refused the request")
         data = _decode(body)
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("code") == "maxlag":  # type: ignore[misc]
-            raise RetryableError(f"maxlag: {error.get('info', '')}", retry_after=retry_after)  # type: ignore[misc]
-        if isinstance(error, dict):
-            code, info = error.get("code"), error.get("info", "")  # type: ignore[misc]
-            raise WikiApiError(_one_line(str(code)), _one_line(str(info)))  # type: ignore[misc]
+        error = json_object(data.get("error"))
+        if error.get("code") == "maxlag":
+            raise RetryableError(f"maxlag: {error.get('info', '')}", retry_after=retry_after)
+        if error:
+            code, info = error.get("code"), error.get("info", "")
+            raise WikiApiError(_one_line(str(code)), _one_line(str(info)))
         self._note_warnings(data.get("warnings"), query)
         return data
 
@@ -284,12 +295,11 @@ class MediaWikiClient:
                     f"({requests - 1} requests; RAG_WIKI_LISTING_TIMEOUT_SECONDS)",
                 )
             data = self.get({"action": "query", **params, **continuation}, deadline=deadline)
-            query = data.get("query", {})
-            yield query if isinstance(query, dict) else {}  # type: ignore[misc]
-            next_continue = data.get("continue")
-            if not isinstance(next_continue, dict):
+            yield json_object(data.get("query"))
+            next_continue = json_object(data.get("continue"))
+            if not next_continue:
                 return
-            continuation = {str(k): str(v) for k, v in next_continue.items()}  # type: ignore[misc]
+            continuation = {str(k): str(v) for k, v in next_continue.items()}
             token = tuple(sorted(continuation.items()))
             if token in seen:
                 raise WikiApiError(
@@ -323,21 +333,18 @@ class MediaWikiClient:
 
     def _general(self) -> dict[str, Any]:
         data = self.get({"action": "query", "meta": "siteinfo", "siprop": "general"})
-        query = data.get("query")
-        general = query.get("general") if isinstance(query, dict) else None  # type: ignore[misc]
-        if not isinstance(general, dict):
+        general = json_object(json_object(data.get("query")).get("general"))
+        if not general:
             raise WikiApiError("malformed", f"{self.shown_url}: siteinfo without `general`")
-        return general  # type: ignore[return-value]
+        return general
 
     def _count(self) -> None:
         with self._lock:
             self.request_count += 1
 
     def _note_warnings(self, warnings: object, query: Mapping[str, str | int]) -> None:
-        if not isinstance(warnings, dict):
-            return
-        for module, warning in warnings.items():  # type: ignore[misc]
-            text = warning.get("warnings", warning) if isinstance(warning, dict) else warning  # type: ignore[misc]
+        for module, warning in json_object(warnings).items():
+            text = json_object(warning).get("warnings", warning)
             message = _one_line(f"{module}: {text}")
             logger.warning("MediaWiki API warning (%s): %s", query.get("action"), message)
             with self._lock:
@@ -368,7 +375,7 @@ def _decode(body: bytes) -> dict[str, Any]:
         raise RetryableError(_one_line(f"response is not JSON ({exc})")) from None
     if not isinstance(data, dict):
         raise RetryableError("response is not a JSON object")
-    return data  # type: ignore[return-value]
+    return json_object(data)
 
 
 def article_address(pattern: str, title: str) -> str:

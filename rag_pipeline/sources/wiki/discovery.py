@@ -24,6 +24,7 @@ from rag_pipeline.sources.wiki.client import (
     MalformedEntryError,
     MediaWikiClient,
     batched,
+    json_objects,
     strict_int,
 )
 
@@ -244,23 +245,20 @@ def _redirect_map(query: dict[str, Any], redirects: list[tuple[str, str]]) -> di
 
 def _entries(container: dict[str, Any], key: str) -> list[dict[str, Any]]:
     """The objects of `container[key]` (a list in formatversion=2); anything else is skipped."""
-    value = container.get(key)
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, dict)]  # type: ignore[misc]
+    return json_objects(container.get(key))
 
 
 def _revision(page: dict[str, Any], path: tuple[str, ...]) -> PageRevision:
-    revisions = page.get("revisions")
-    latest = revisions[0] if isinstance(revisions, list) and revisions else None  # type: ignore[misc]
-    if not isinstance(latest, dict):
+    revisions = json_objects(page.get("revisions"))
+    if not revisions:
         raise MalformedEntryError("the page has no readable revision")
+    latest = revisions[0]
     return PageRevision(
         pageid=strict_int(page.get("pageid"), "pageid"),
         title=str(page.get("title", "")),
         namespace=strict_int(page.get("ns", 0), "ns"),
-        revid=strict_int(latest.get("revid"), "revid"),  # type: ignore[misc]
-        timestamp=str(latest.get("timestamp", "")),  # type: ignore[misc]
+        revid=strict_int(latest.get("revid"), "revid"),
+        timestamp=str(latest.get("timestamp", "")),
         path=path,
     )
 

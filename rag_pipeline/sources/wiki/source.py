@@ -57,6 +57,8 @@ from rag_pipeline.sources.wiki.client import (
     MediaWikiClient,
     WikiApiError,
     article_address,
+    json_object,
+    json_objects,
     strict_int,
 )
 from rag_pipeline.sources.wiki.discovery import (
@@ -338,12 +340,12 @@ class WikiSource(Source):
                 "disablelimitreport": 1,
             }
         )
-        parse = data.get("parse")
-        if not isinstance(parse, dict):
+        parse = json_object(data.get("parse"))
+        if not parse:
             raise MalformedEntryError("no `parse` object")
         text = parse.get("text", "")
         if isinstance(text, dict):  # formatversion=1 shape, from an old wiki or a proxy
-            text = text.get("*", "")  # type: ignore[misc]
+            text = json_object(text).get("*", "")
         if not isinstance(text, str):
             raise MalformedEntryError("`parse.text` is not text")
         size = len(text.encode("utf-8", "surrogatepass"))
@@ -353,13 +355,12 @@ class WikiSource(Source):
                 f"page is {size:,} bytes of HTML, more than RAG_WIKI_MAX_BYTES "
                 f"({self.config.max_bytes:,})",
             )
-        revid = strict_int(parse.get("revid") or ref.version, "parse.revid")  # type: ignore[misc]
-        title = str(parse.get("title") or locator.title)  # type: ignore[misc]
-        listed = parse.get("categories", [])  # type: ignore[misc]
+        revid = strict_int(parse.get("revid") or ref.version, "parse.revid")
+        title = str(parse.get("title") or locator.title)
         categories = [
-            str(c.get("category", c.get("*", ""))).replace("_", " ")  # type: ignore[misc]
-            for c in (listed if isinstance(listed, list) else [])  # type: ignore[misc]
-            if isinstance(c, dict) and not c.get("hidden")  # type: ignore[misc]
+            str(c.get("category", c.get("*", ""))).replace("_", " ")
+            for c in json_objects(parse.get("categories"))
+            if not c.get("hidden")
         ]
         url = site.page_url(title)
         return SourceDocument(

@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 _PIECE_BYTES = 64 * 1024
 _ASCII_INT = re.compile(r"-?[0-9]{1,18}")
@@ -89,6 +90,8 @@ def _number(text: str) -> int | None:
 
 def _events(path: Path) -> Iterator[tuple[str, ET.Element]]:
     """(event, element) pairs of `path`, fed to the parser in pieces that grow with a tag."""
+    # Only start and end events are asked for: each carries an element (typeshed's union also
+    # covers namespace events).
     parser = ET.XMLPullParser(events=("start", "end"))
     try:
         with path.open("rb") as file:
@@ -98,9 +101,10 @@ def _events(path: Path) -> Iterator[tuple[str, ET.Element]]:
                 since_event += len(data)
                 for event in parser.read_events():
                     since_event = 0
-                    yield event  # type: ignore[misc]
+                    yield cast(tuple[str, ET.Element], event)
             parser.close()
-            yield from parser.read_events()  # type: ignore[misc]
+            for event in parser.read_events():
+                yield cast(tuple[str, ET.Element], event)
     except ET.ParseError as exc:
         raise ExportError(f"{path}: not a valid XML export ({exc})") from None
     except OSError as exc:
