@@ -17,13 +17,12 @@ masked (key, URL user and password) and stripped of control characters before it
 length or printed.
 """
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import httpx
 
@@ -42,7 +41,9 @@ from rag_pipeline.search.llm_stream import (
     Usage,
     answer_events,
     anthropic_events,
+    error_detail,
     openai_events,
+    read_error_body,
     server_sent_events,
 )
 from rag_pipeline.settings import Settings
@@ -68,8 +69,6 @@ _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})  # 529: Anthrop
 _MAX_RETRY_WAIT = 30.0
 _BACKOFF_BASE = 1.0
 _DETAIL_CHARS = 200
-# An error body is read this far: enough for any API's error JSON, not a flood.
-_ERROR_BODY_BYTES = 16 * 1024
 
 
 class LLMError(RuntimeError):
@@ -269,7 +268,7 @@ class ChatProvider:
 
     def _http_failure(self, response: httpx.Response, attempt: int) -> Exception:
         """The exception for a non-200 answer: retryable, or final."""
-        raw = _read_at_most(response, _ERROR_BODY_BYTES)
+        raw = read_error_body(response)
         message = self._http_message(response, raw, attempt)
         if response.status_code in _RETRY_STATUSES:
             return RetryableError(message, retry_after=_retry_after(response))
@@ -277,7 +276,7 @@ class ChatProvider:
 
     def _http_message(self, response: httpx.Response, raw: bytes, attempt: int) -> str:
         status = response.status_code
-        detail = self._detail(_error_detail(raw))
+        detail = self._detail(error_detail(raw))
         said = f": {detail}" if detail else ""
         label = self.config.label
         if status in (401, 403):
@@ -341,38 +340,6 @@ class ChatProvider:
             raise LLMError(self._message(f"the answer failed mid-stream: {message}")) from None
         except StreamLimitError as exc:
             raise LLMError(self._message(f"answer stopped: {exc}")) from None
-
-
-def _read_at_most(response: httpx.Response, limit: int) -> bytes:
-    """Up to `limit` bytes of a streamed body (an error page can be a flood, too)."""
-    data = bytearray()
-    try:
-        for chunk in response.iter_raw():
-            data += chunk[: limit - len(data)]
-            if len(data) >= limit:
-                break
-    except httpx.HTTPError:
-        pass  # what arrived is still the best explanation there is
-    return bytes(data)
-
-
-def _error_detail(raw: bytes) -> str:
-    """The server's own explanation, from either API's error JSON (or its plain text)."""
-    text = raw.decode("utf-8", "replace")
-    try:
-        payload: Any = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    body = _object(payload)
-    error: Any = body.get("error")
-    if isinstance(error, str):
-        return error
-    message: Any = _object(error).get("message") or body.get("message")
-    return message if isinstance(message, str) else ""
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -33,6 +33,8 @@ STREAM_OVERHEAD_BYTES = 1024 * 1024
 # JSON may escape every character of a piece as \uXXXX: six bytes for one.
 LINE_BYTES_PER_ANSWER_BYTE = 6
 LINE_OVERHEAD_BYTES = 64 * 1024
+# An error body is read this far: enough for any API's error JSON, not a flood.
+ERROR_BODY_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,34 @@ def answer_events(
         text = printable.feed(event.text)
         if text:
             yield TextDelta(text)
+
+
+def read_error_body(response: httpx.Response, limit: int = ERROR_BODY_BYTES) -> bytes:
+    """Up to `limit` bytes of a streamed body (an error page can be a flood, too)."""
+    data = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            data += chunk[: limit - len(data)]
+            if len(data) >= limit:
+                break
+    except httpx.HTTPError:
+        pass  # what arrived is still the best explanation there is
+    return bytes(data)
+
+
+def error_detail(raw: bytes) -> str:
+    """The server's own explanation, from either API's error JSON (or its plain text)."""
+    text = raw.decode("utf-8", "replace")
+    try:
+        payload: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    body = _dict(payload)
+    error: Any = body.get("error")
+    if isinstance(error, str):
+        return error
+    message: Any = _dict(error).get("message") or body.get("message")
+    return message if isinstance(message, str) else ""
 
 
 def _json_object(sse: ServerSentEvent) -> dict[str, Any]:

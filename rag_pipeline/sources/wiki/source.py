@@ -27,9 +27,9 @@ as `{{Note|…}}` and transcluded pages only exist in the rendered HTML. Exports
 HTML, so their wikitext goes through the small renderer in `wikitext.py`.
 
 One bad page fails alone: a page larger than `max_bytes` (`RAG_WIKI_MAX_BYTES`, like the files
-source's cap), an answer for it that is malformed (a revid that is no number), or an export entry
-without numeric ids is recorded as that document's failure with a one-line reason, its previous
-version stays searchable, and the other pages are indexed.
+source's cap), an answer for it that is malformed (a revid that is no number; `documents.py`),
+or a listing or export entry without numeric ids is recorded as that document's failure with a
+one-line reason, its previous version stays searchable, and the other pages are indexed.
 """
 
 import json
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rag_pipeline.core.models import FailedDocument, SourceFormat
+from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.core.source import (
     ChainOptions,
     DocumentRef,
@@ -53,13 +53,8 @@ from rag_pipeline.sources.wiki.client import (
     DEFAULT_MAX_LISTING_REQUESTS,
     DEFAULT_MAX_LISTING_SECONDS,
     DEFAULT_USER_AGENT,
-    MalformedEntryError,
     MediaWikiClient,
     WikiApiError,
-    article_address,
-    json_object,
-    json_objects,
-    strict_int,
 )
 from rag_pipeline.sources.wiki.discovery import (
     MalformedEntry,
@@ -69,8 +64,13 @@ from rag_pipeline.sources.wiki.discovery import (
     revisions_by_ids,
     revisions_by_titles,
 )
-from rag_pipeline.sources.wiki.wikitext import wikitext_to_html
-from rag_pipeline.sources.wiki.xml_export import ExportPage, MalformedPage, read_pages, read_site
+from rag_pipeline.sources.wiki.documents import (
+    PARSE_PARAMS,
+    PageTooLargeError,
+    exported_document,
+    rendered_document,
+)
+from rag_pipeline.sources.wiki.xml_export import MalformedPage, read_pages, read_site
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,6 @@ PAGES_PARTITION = "pages"
 CATEGORY_PREFIX = "Category:"
 EXPORT_PREFIX = "export:"
 DEMO_EXPORT_PARTITION = "export:demo"
-BREADCRUMB_SEPARATOR = " › "
 # Dagster partition keys may not contain these.
 _FORBIDDEN_IN_KEYS = set("|,[]")
 # The page is gone (deleted, or its id never existed): not a failure, the page just vanished.
@@ -316,73 +315,27 @@ class WikiSource(Source):
         return DocumentRef(str(page.pageid), self.config.language, str(page.revid), locator.dumps())
 
     def _parse_one(self, ref: DocumentRef) -> SourceDocument | FailedDocument | None:
+        locator = _Locator.loads(ref.locator)
         try:
-            return self._parse(ref)
+            site = self.client.siteinfo()
+            data = self.client.get({**PARSE_PARAMS, "pageid": ref.source_id})
+            return rendered_document(
+                data,
+                ref,
+                listed_title=locator.title,
+                path=locator.path,
+                site=site,
+                max_bytes=self.config.max_bytes,
+            )
         except WikiApiError as exc:
             if exc.code in _VANISHED_CODES:
                 return None  # deleted since the listing: the pipeline treats it as deleted
             return FailedDocument(ref.key, "raw", str(exc))
+        except PageTooLargeError as exc:
+            return FailedDocument(ref.key, "raw", str(exc))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MalformedEntryError too
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             return FailedDocument(ref.key, "raw", f"malformed parse answer: {reason}")
-
-    def _parse(self, ref: DocumentRef) -> SourceDocument:
-        locator = _Locator.loads(ref.locator)
-        site = self.client.siteinfo()
-        data = self.client.get(
-            {
-                "action": "parse",
-                "pageid": ref.source_id,
-                "prop": "text|categories|revid|displaytitle",
-                # Edit links, the TOC and the limit report are chrome, not content.
-                "disableeditsection": 1,
-                "disabletoc": 1,
-                "disablelimitreport": 1,
-            }
-        )
-        parse = json_object(data.get("parse"))
-        if not parse:
-            raise MalformedEntryError("no `parse` object")
-        text = parse.get("text", "")
-        if isinstance(text, dict):  # formatversion=1 shape, from an old wiki or a proxy
-            text = json_object(text).get("*", "")
-        if not isinstance(text, str):
-            raise MalformedEntryError("`parse.text` is not text")
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > self.config.max_bytes:
-            raise WikiApiError(
-                "toolarge",
-                f"page is {size:,} bytes of HTML, more than RAG_WIKI_MAX_BYTES "
-                f"({self.config.max_bytes:,})",
-            )
-        revid = strict_int(parse.get("revid") or ref.version, "parse.revid")
-        title = str(parse.get("title") or locator.title)
-        categories = [
-            str(c.get("category", c.get("*", ""))).replace("_", " ")
-            for c in json_objects(parse.get("categories"))
-            if not c.get("hidden")
-        ]
-        url = site.page_url(title)
-        return SourceDocument(
-            source_id=ref.source_id,
-            language=ref.language,
-            # The revision actually rendered: newer than the listing's if edited in between.
-            version=str(revid),
-            title=title,
-            original_format=SourceFormat.HTML,
-            body=text,
-            breadcrumb=_breadcrumb(locator.path, categories),
-            url=url,
-            metadata={
-                "pageid": strict_int(ref.source_id, "pageid"),
-                "revid": revid,
-                "title": title,
-                "url": url,
-                "categories": categories,
-                "category_path": list(locator.path),
-                "wiki": site.sitename,
-            },
-        )
 
     def _list_export(self, partition_key: str) -> Iterator[DocumentRef | FailedDocument]:
         path = export_path(partition_key)
@@ -412,46 +365,10 @@ class WikiSource(Source):
                 if isinstance(page, MalformedPage):
                     yield FailedDocument(ref.key, "raw", f"{Path(file).name}: {page.reason}")
                     continue
-                size = len(page.text.encode("utf-8", "surrogatepass"))
-                if size > self.config.max_bytes:
-                    reason = (
-                        f"page is {size:,} bytes of wikitext, more than RAG_WIKI_MAX_BYTES "
-                        f"({self.config.max_bytes:,})"
-                    )
-                    yield FailedDocument(ref.key, "raw", reason)
-                    continue
-                yield _exported_document(page, ref, site.article_url, site.sitename)
-
-
-def _exported_document(
-    page: ExportPage, ref: DocumentRef, article_url: str, sitename: str
-) -> SourceDocument:
-    rendered = wikitext_to_html(page.text, article_url=article_url)
-    url = article_address(article_url, page.title) if article_url else ""
-    categories = list(rendered.categories)
-    return SourceDocument(
-        source_id=ref.source_id,
-        language=ref.language,
-        version=str(page.revid),
-        title=page.title,
-        original_format=SourceFormat.HTML,
-        body=rendered.html,
-        breadcrumb=_breadcrumb((), categories),
-        url=url,
-        metadata={
-            "pageid": page.pageid,
-            "revid": page.revid,
-            "title": page.title,
-            "url": url,
-            "categories": categories,
-            "timestamp": page.timestamp,
-            "wiki": sitename,
-        },
-    )
-
-
-def _breadcrumb(path: Sequence[str], categories: Sequence[str]) -> str:
-    """The category path that reached the page; else the page's first category."""
-    if path:
-        return BREADCRUMB_SEPARATOR.join(path)
-    return categories[0] if categories else ""
+                yield exported_document(
+                    page,
+                    ref,
+                    article_url=site.article_url,
+                    sitename=site.sitename,
+                    max_bytes=self.config.max_bytes,
+                )
