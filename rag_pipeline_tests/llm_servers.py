@@ -20,6 +20,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -185,6 +186,13 @@ class LLMServer:
         self._stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def sent(self, answers: int = 1, *, wait: float = 30.0) -> list[int]:
+        """`bytes_sent`, once `answers` hostile streams have ended (the client hung up)."""
+        deadline = time.monotonic() + wait
+        while len(self.bytes_sent) < answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.bytes_sent)
 
     def _next_fault(self) -> Fault:
         with self._lock:

@@ -358,6 +358,13 @@ class MediaWikiServer:
         with self._lock:
             return sum(all(r.get(k) == v for k, v in match.items()) for r in self.requests)
 
+    def sent(self, answers: int = 1, *, wait: float = 30.0) -> list[int]:
+        """`bytes_sent`, once `answers` hostile bodies have ended (the client hung up)."""
+        deadline = time.monotonic() + wait
+        while len(self.bytes_sent) < answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.bytes_sent)
+
     def reset_counts(self) -> None:
         """Forget the recorded requests."""
         with self._lock:

@@ -86,7 +86,7 @@ def test_an_answer_far_beyond_max_tokens_is_cut(wire: Wire) -> None:
         message
     )
     # The client hung up after its first piece: the server could only fill socket buffers.
-    (sent,) = server.bytes_sent
+    (sent,) = server.sent()
     assert sent < 20 * MB
 
 
@@ -95,7 +95,7 @@ def test_an_endless_line_is_cut(wire: Wire) -> None:
     message, server = _fails(wire, EndlessLine(), max_tokens=1024)
     assert "a line of the stream exceeded" in message
     assert "RAG_LLM_MAX_ANSWER_TOKENS" in message
-    (sent,) = server.bytes_sent
+    (sent,) = server.sent()
     assert sent < 30 * MB
 
 

@@ -88,7 +88,7 @@ def test_an_endless_chunked_body_stops_at_the_cap(server: MediaWikiServer) -> No
     assert error.value.code == "toolarge"
     assert "more than 4,194,304 bytes" in str(error.value)
     # The client hung up at the cap: the server only got socket buffers' worth further.
-    server_sent = server.bytes_sent
+    server_sent = server.sent()
     assert len(server_sent) == 1
     assert server_sent[0] < 4 * MB + 32 * MB
 

@@ -4,9 +4,9 @@ A client raises `RetryableError` for a failure worth another try (HTTP 429/5xx, 
 dropped connection, a body cut short), with the server's `Retry-After` when it sent one; any
 other exception ends the call at once. `retrying` turns a `RetryPolicy` into a tenacity
 `Retrying`: exponential backoff (with full jitter, or without for a person watching the
-waits), `Retry-After` honoured as the least wait, and an absolute deadline past which no
-retry starts. When the attempts run out the last `RetryableError` is raised again, so the
-client words the final message itself.
+waits), replaced by the server's `Retry-After` when it sent one (it knows when it will be
+back), and an absolute deadline past which no retry starts. When the attempts run out the
+last `RetryableError` is raised again, so the client words the final message itself.
 """
 
 import random
@@ -52,11 +52,13 @@ class RetryPolicy:
     give_up_on_long_retry_after: bool = False
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
-        """The wait before retry number `attempt` (1-based)."""
+        """The wait before retry number `attempt` (1-based): what the server asked, if it did."""
+        if retry_after is not None:
+            return min(retry_after, self.max_delay)
         backoff = self.base_delay * 2 ** (attempt - 1)
         if self.jitter:
             backoff = rng.uniform(0, backoff)
-        return min(max(backoff, retry_after or 0.0), self.max_delay)
+        return min(backoff, self.max_delay)
 
 
 BeforeSleep = Callable[[int, float, str], None]

@@ -6,8 +6,8 @@ requests in flight (`max_concurrency`, a semaphore around each request, so the c
 pools cannot exceed it).
 
 Robust: 429, 5xx, timeouts, connection errors, `maxlag` errors and bodies that are not JSON are
-retried with exponential backoff and full jitter, a `Retry-After` header (sent with 429, 503 and
-maxlag) honoured as the least wait (`rag_pipeline.core.http_retry`). API `error` objects raise
+retried with exponential backoff and full jitter, or after the wait a `Retry-After` header asks
+(sent with 429, 503 and maxlag; `rag_pipeline.core.http_retry`). API `error` objects raise
 `WikiApiError` with the wiki's code and text; `warnings` are logged and kept in `self.warnings`.
 
 Bounded, because the wiki is a server on the internet: a response is read as a stream and
