@@ -29,7 +29,6 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -446,9 +445,7 @@ class MediaWikiServer:
             return
         if fault.kind == "gzip_bomb":
             headers = {"Content-Encoding": "gzip"}
-            with suppress(BrokenPipeError, ConnectionResetError):
-                self._send(handler, 200, gzip_bomb(), "application/json", headers)
-            return None
+            return self._send(handler, 200, gzip_bomb(), "application/json", headers)
         # An endless chunked body of JSON-looking bytes, until the client hangs up (or 2 GB).
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
@@ -482,7 +479,10 @@ class MediaWikiServer:
         for name, value in headers.items():
             handler.send_header(name, value)
         handler.end_headers()
-        handler.wfile.write(body)
+        try:
+            handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True  # a bounded client hung up on a large answer
 
 
 class _ApiError(Exception):
