@@ -24,6 +24,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 BUNDLED_MODEL = "all-MiniLM-L6-v2-int8"
 # An iDempiere AD_Language code: en_US, es_CO, sk_SK, pt_BR …
 _AD_LANGUAGE = re.compile(r"[a-z]{2,3}_[A-Z]{2}")
+# An id in a list setting: ASCII digits only ('²'.isdigit() is True, and int('٣') is 3).
+_ASCII_ID = re.compile(r"[0-9]{1,18}")
 
 
 class ConfigError(ValueError):
@@ -156,7 +158,7 @@ class Settings(BaseSettings):
     @classmethod
     def _namespaces_are_ids(cls, value: str) -> str:
         parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or not all(p.lstrip("-").isdigit() for p in parts):
+        if not parts or not all(_ASCII_ID.fullmatch(p.removeprefix("-")) for p in parts):
             raise ValueError("must be comma-separated namespace numbers, e.g. 0 or 0,4")
         return value
 
@@ -209,7 +211,7 @@ class Settings(BaseSettings):
     @classmethod
     def _client_ids_are_numbers(cls, value: str) -> str:
         parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or not all(p.isdigit() for p in parts):
+        if not parts or not all(_ASCII_ID.fullmatch(p) for p in parts):
             raise ValueError("must be comma-separated AD_Client_ID numbers, e.g. 1000014,11")
         return ",".join(dict.fromkeys(parts))
 
@@ -390,6 +392,28 @@ class Settings(BaseSettings):
             f"postgresql://{auth}@{self.vectordb_pg_host}:{self.vectordb_pg_port}/"
             f"{quote(self.vectordb_pg_name, safe='')}"
         )
+
+    # HTTP clients bounded (issue 38): the wiki client and the LLM client.
+    wiki_max_bytes: Annotated[int, Field(ge=1024, le=1024**3)] = Field(
+        default=2 * 1024 * 1024,
+        description="Largest wiki page indexed, in bytes of rendered HTML (or an export's "
+        "wikitext); larger pages are recorded as failed. API responses are cut at 4 times "
+        "this plus 1 MiB.",
+    )
+    wiki_max_listing_requests: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=1000,
+        description="Requests one wiki listing (a category, a revision batch, a change poll) "
+        "may make following `continue` (500 entries each) before it fails.",
+    )
+    wiki_listing_timeout_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=900.0, description="Seconds one wiki listing may take, retries included."
+    )
+    llm_deadline_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=300.0,
+        description="Seconds one LLM answer may take in all, retries and waits included; "
+        "keep-alive bytes do not extend it (RAG_LLM_TIMEOUT_SECONDS is the longest wait "
+        "for the next piece of answer text).",
+    )
 
 
 def parse_entity_weights(text: str) -> dict[str, float]:

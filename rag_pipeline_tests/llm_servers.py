@@ -4,7 +4,10 @@ chat-completions wire formats, streaming answers as server-sent events.
 Each server records the requests it receives and answers from a script of faults, one per
 request (`None` = answer normally): an HTTP status with headers (401, 429 + Retry-After,
 500, 503), a `Hang` (no response until the client times out), a malformed stream, a stream cut
-before its end. The answer is canned text, or by default an extractive answer built from the
+before its end — and what a hostile endpoint does: keep-alives and no answer (`KeepAlive`), an
+answer that never ends (`Drip`), far more answer than asked for (`Flood`), a line that never
+ends (`EndlessLine`). `bytes_sent` records what each answer wrote before the client hung up.
+The answer is canned text, or by default an extractive answer built from the
 numbered sources in the request, citing them — so a README example run against it shows real
 retrieved content.
 
@@ -17,6 +20,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,7 +61,36 @@ class MidStreamError:
     """The provider reports an error event after the first text piece."""
 
 
-Fault = Status | Hang | Malformed | Cut | MidStreamError | None
+@dataclass(frozen=True)
+class KeepAlive:
+    """A 200 event stream of keep-alive comments (and pings) every `interval`, never text."""
+
+    interval: float = 0.1
+
+
+@dataclass(frozen=True)
+class Drip:
+    """A 200 event stream whose answer never ends: one word every `interval`."""
+
+    interval: float = 0.1
+
+
+@dataclass(frozen=True)
+class Flood:
+    """A 200 event stream answering `total_bytes` of text (in 64 KB pieces), whatever was asked."""
+
+    total_bytes: int = 200 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EndlessLine:
+    """A 200 event stream whose first `data:` line never ends (stops at `limit` bytes)."""
+
+    limit: int = 1024 * 1024 * 1024
+
+
+Hostile = KeepAlive | Drip | Flood | EndlessLine
+Fault = Status | Hang | Malformed | Cut | MidStreamError | Hostile | None
 
 
 @dataclass(frozen=True)
@@ -129,6 +162,7 @@ class LLMServer:
         self.faults: list[Fault] = list(faults or [])
         self.api_key = api_key
         self.requests: list[Recorded] = []
+        self.bytes_sent: list[int] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
@@ -152,6 +186,13 @@ class LLMServer:
         self._stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def sent(self, answers: int = 1, *, wait: float = 30.0) -> list[int]:
+        """`bytes_sent`, once `answers` hostile streams have ended (the client hung up)."""
+        deadline = time.monotonic() + wait
+        while len(self.bytes_sent) < answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.bytes_sent)
 
     def _next_fault(self) -> Fault:
         with self._lock:
@@ -200,6 +241,9 @@ class LLMServer:
         if isinstance(fault, Hang):
             self._stopping.wait(fault.seconds)
             return
+        if isinstance(fault, KeepAlive | Drip | Flood | EndlessLine):
+            self._hostile(handler, fault, str(body.get("model", "")))
+            return
         answer = (
             self.answer
             if isinstance(self.answer, str)
@@ -219,6 +263,57 @@ class LLMServer:
         for event in events:
             handler.wfile.write(event.encode())
             handler.wfile.flush()
+
+    def _hostile(self, handler: BaseHTTPRequestHandler, fault: Hostile, model: str) -> None:
+        """Play a hostile stream until it ends or the client hangs up; count what was sent."""
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream; charset=utf-8")
+        handler.end_headers()
+        sent = 0
+        try:
+            for data in self._hostile_events(fault, model):
+                handler.wfile.write(data)
+                handler.wfile.flush()
+                sent += len(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what a bounded client does
+        finally:
+            self.bytes_sent.append(sent)
+
+    def _hostile_events(self, fault: Hostile, model: str) -> Iterator[bytes]:
+        events = list(self._events("x", model))
+        first = self._first_text_index(events)
+        # The stream's opening events, as the real API sends them before any text.
+        yield "".join(events[:first]).encode()
+        if isinstance(fault, KeepAlive):
+            while not self._stopping.wait(fault.interval):
+                ping = 'event: ping\ndata: {"type": "ping"}\n\n' if self.wire == "anthropic" else ""
+                yield (": keep-alive\n\n" + ping).encode()
+        elif isinstance(fault, Drip):
+            while not self._stopping.wait(fault.interval):
+                yield self._piece_event("word ").encode()
+        elif isinstance(fault, Flood):
+            piece = self._piece_event("flood " * (64 * 1024 // 6)).encode()
+            for _ in range(fault.total_bytes // len(piece) + 1):
+                yield piece
+            yield "".join(events[first + 1 :]).encode()
+        else:
+            yield b"data: "
+            line = b"x" * (64 * 1024)
+            for _ in range(fault.limit // len(line)):
+                yield line
+
+    def _piece_event(self, text: str) -> str:
+        """One event carrying `text` as a piece of the answer, in this server's wire format."""
+        if self.wire == "anthropic":
+            delta = {"type": "text_delta", "text": text}
+            return _sse(
+                "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+            )
+        choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+        return _sse(
+            None, {"id": "chatcmpl-local", "object": "chat.completion.chunk", "choices": [choice]}
+        )
 
     def _error(self, handler: BaseHTTPRequestHandler, status: Status) -> None:
         if self.wire == "anthropic":

@@ -15,16 +15,23 @@ restore brings it back with its id; a move keeps the page id, adds a null revisi
 `move/move` and leaves a redirect (a new page) at the old title.
 
 Faults are injected per request (`MediaWikiServer.inject`): a `maxlag` error with
-`Retry-After`, HTTP 429 with `Retry-After`, 503, a body cut off mid-JSON, an API warning.
-Every request is recorded (`requests`) so tests can count them.
+`Retry-After`, HTTP 429 with `Retry-After`, 503, a body cut off mid-JSON, an API warning — and
+what a hostile server does: a gzip bomb (`gzip_bomb`, 255 KB inflating to 255 MB), an endless
+chunked body (`endless`), a redirect elsewhere (`redirect` to `location`), a `continue` that
+never ends (`continue_forever`, or `continue_same` repeating one token), an answer altered by
+`mutate` (a revid "abc", an ns "main"). Every request is recorded (`requests`) so tests can
+count them, and `bytes_sent` what each endless body wrote before the client hung up.
 """
 
 import json
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -252,10 +259,30 @@ class FakeWiki:
 class Fault:
     """A failure the server answers with instead of the real response."""
 
-    kind: str  # maxlag | 429 | 503 | malformed | warning | slow
+    kind: str  # maxlag | 429 | 503 | malformed | warning | slow | the hostile ones above
     remaining: int = 1
     when: Callable[[Mapping[str, str]], bool] | None = None
     retry_after: str = "0"
+    location: str = ""
+    mutate: Callable[[dict[str, Any]], None] | None = None
+
+
+@cache
+def gzip_bomb(megabytes: int = 255) -> bytes:
+    """`megabytes` MB of zeros as one gzip member of about 1 KB per MB.
+
+    Deflate blocks after a full flush do not refer back, so one compressed megabyte repeated
+    is a valid stream (compressing 255 MB at level 9 would take the test seconds).
+    """
+    block = b"0" * (1024 * 1024)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    segment = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(megabytes):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    trailer = struct.pack("<II", crc, (megabytes * len(block)) & 0xFFFFFFFF)
+    return header + segment * megabytes + packer.flush() + trailer
 
 
 class MediaWikiServer:
@@ -264,6 +291,7 @@ class MediaWikiServer:
     def __init__(self, wiki: FakeWiki | None = None) -> None:
         self.wiki = wiki or FakeWiki()
         self.requests: list[dict[str, str]] = []
+        self.bytes_sent: list[int] = []
         self.user_agents: set[str] = set()
         self.faults: list[Fault] = []
         self.slow_seconds = 0.0
@@ -317,15 +345,24 @@ class MediaWikiServer:
         times: int = 1,
         when: Callable[[Mapping[str, str]], bool] | None = None,
         retry_after: str = "0",
+        location: str = "",
+        mutate: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         """Answer the next `times` matching requests with a fault."""
         with self._lock:
-            self.faults.append(Fault(kind, times, when, retry_after))
+            self.faults.append(Fault(kind, times, when, retry_after, location, mutate))
 
     def count(self, **match: str) -> int:
         """How many recorded requests had all of these parameter values."""
         with self._lock:
             return sum(all(r.get(k) == v for k, v in match.items()) for r in self.requests)
+
+    def sent(self, answers: int = 1, *, wait: float = 30.0) -> list[int]:
+        """`bytes_sent`, once `answers` hostile bodies have ended (the client hung up)."""
+        deadline = time.monotonic() + wait
+        while len(self.bytes_sent) < answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.bytes_sent)
 
     def reset_counts(self) -> None:
         """Forget the recorded requests."""
@@ -369,6 +406,13 @@ class MediaWikiServer:
             status, headers["Retry-After"] = int(fault.kind), fault.retry_after
             body = f"<html><body>{fault.kind}</body></html>".encode()
             return self._send(handler, status, body, "text/html", headers)
+        if fault is not None and fault.kind in {"gzip_bomb", "endless", "redirect"}:
+            return self._hostile(handler, fault)
+        if fault is not None and fault.kind in {"continue_forever", "continue_same"}:
+            n = 0 if fault.kind == "continue_same" else len(self.requests)
+            data = {"continue": {"cmcontinue": f"page|{n:x}|{n}", "continue": "-||"}}
+            data["query"] = {"categorymembers": []}
+            return self._send(handler, 200, json.dumps(data).encode(), "application/json", {})
         if fault is not None and fault.kind == "maxlag":
             headers["Retry-After"] = fault.retry_after
             headers["X-Database-Lag"] = "7"
@@ -381,12 +425,45 @@ class MediaWikiServer:
                     data = _Api(self.wiki, params).answer()
             except _ApiError as exc:
                 data = _error(exc.code, exc.info)
+        if fault is not None and fault.kind == "mutate" and fault.mutate is not None:
+            fault.mutate(data)
         if fault is not None and fault.kind == "warning":
             data["warnings"] = {"main": {"warnings": 'Unrecognized parameter: "bogus".'}}
         body = json.dumps(data).encode()
         if fault is not None and fault.kind == "malformed":
             body = body[: len(body) // 2]
         self._send(handler, status, body, "application/json; charset=utf-8", headers)
+
+    def _hostile(self, handler: BaseHTTPRequestHandler, fault: Fault) -> None:
+        # The client hangs up mid-answer: do not wait on the connection for another request.
+        handler.close_connection = True
+        if fault.kind == "redirect":
+            handler.send_response(302)
+            handler.send_header("Location", fault.location)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        if fault.kind == "gzip_bomb":
+            headers = {"Content-Encoding": "gzip"}
+            return self._send(handler, 200, gzip_bomb(), "application/json", headers)
+        # An endless chunked body of JSON-looking bytes, until the client hangs up (or 2 GB).
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        piece = b"0" * (64 * 1024)
+        chunk = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+        sent = 0
+        try:
+            handler.wfile.write(b'5\r\n{"q":\r\n')
+            while sent < 2 * 1024 * 1024 * 1024:
+                handler.wfile.write(chunk)
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with self._lock:
+                self.bytes_sent.append(sent)
 
     @staticmethod
     def _send(
@@ -402,7 +479,10 @@ class MediaWikiServer:
         for name, value in headers.items():
             handler.send_header(name, value)
         handler.end_headers()
-        handler.wfile.write(body)
+        try:
+            handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True  # a bounded client hung up on a large answer
 
 
 class _ApiError(Exception):

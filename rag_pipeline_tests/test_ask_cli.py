@@ -165,6 +165,23 @@ def test_provider_errors_are_one_line_without_the_key(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.usefixtures("ask_env")
+def test_escape_sequences_in_the_answer_never_reach_the_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 38, item 8: OSC 52 (clipboard), OSC 0 (title) and clear-screen reached the terminal.
+    answer = "Use\x1b]52;c;cHduZWQ=\x07 the \x1b]0;owned\x07Warehouse\x1b[2J\x1b[H window [1]."
+    with LLMServer("openai", answer=answer) as server:
+        _use(monkeypatch, server, key=None)
+        result = _ask(QUESTION)
+        json_result = _ask(QUESTION, "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Use the Warehouse window [1].\n")
+    assert json.loads(json_result.stdout)["answer"] == "Use the Warehouse window [1]."
+    for output in (result.output, json_result.output):
+        assert not any(c in output for c in "\x1b\x07\x9b\x9d")
+
+
+@pytest.mark.usefixtures("ask_env")
 def test_a_rate_limit_is_retried_after_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_LLM_RETRIES", "1")
     faults = [Status(429, {"retry-after": "0"})]

@@ -29,6 +29,16 @@ def test_defaults_use_embedded_database_and_bundled_model(
         ("RAG_EMBEDDING_BATCH_SIZE", "0"),
         ("RAG_CHUNK_TARGET_TOKENS", "-5"),
         ("RAG_SEARCH_VOCABULARY_WEIGHT", "1.5"),
+        # Digits that str.isdigit() accepts but no id is written in (issue 38, item 13).
+        ("RAG_KENTRY_CLIENT_IDS", "²"),
+        ("RAG_KENTRY_CLIENT_IDS", "11,١٢"),
+        ("RAG_WIKI_NAMESPACES", "0,²"),
+        ("RAG_WIKI_NAMESPACES", "-"),
+        ("RAG_VECTORDB_PG_PORT", "５４３２"),
+        ("RAG_WIKI_MAX_BYTES", "0"),
+        ("RAG_WIKI_MAX_LISTING_REQUESTS", "0"),
+        ("RAG_WIKI_LISTING_TIMEOUT_SECONDS", "-1"),
+        ("RAG_LLM_DEADLINE_SECONDS", "0"),
     ],
 )
 def test_invalid_value_names_the_variable(
@@ -37,6 +47,14 @@ def test_invalid_value_names_the_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError, match=variable):
         load_settings()
+
+
+def test_integer_lists_keep_ascii_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_KENTRY_CLIENT_IDS", " 1000014 , 11,11")
+    monkeypatch.setenv("RAG_WIKI_NAMESPACES", "0,-1,4")
+    settings = load_settings()
+    assert settings.kentry_client_id_list == [1000014, 11]
+    assert settings.wiki_namespaces == "0,-1,4"
 
 
 @pytest.mark.parametrize("variable", ["RAG_EMBEDDING_MODEL_PATH", "RAG_SEARCH_VOCABULARY_DIR"])

@@ -1,6 +1,7 @@
 """Change polling: recentchanges + logevents since a JSON cursor → the partitions to run."""
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -211,3 +212,24 @@ def test_cursor_is_json_and_tolerates_garbage() -> None:
 def test_an_export_has_nothing_to_poll(server: MediaWikiServer) -> None:
     with pytest.raises(WikiConfigError, match="RAG_WIKI_API_URL"):
         poll_changes(MediaWikiClient(server.api_url), WikiConfig(), ChangeCursor("x"))
+
+
+def test_a_malformed_event_is_skipped_and_the_others_run(
+    server: MediaWikiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    poller = Poller(server)
+    server.wiki.edit("Plugin Callouts", html="<p>v2</p>")
+    server.wiki.edit("NF11 Single SignOn", html="<p>v2</p>")
+
+    def superscript_id(data: dict[str, Any]) -> None:
+        for change in data["query"]["recentchanges"]:
+            if change["title"] == "Plugin Callouts":
+                change["pageid"] = "²"  # str.isdigit() says yes; int() raises
+
+    server.inject("mutate", mutate=superscript_id, when=lambda p: p.get("list") == "recentchanges")
+    result = poller.poll()
+    assert [c.title for c in result.changes] == ["NF11 Single SignOn"]
+    assert result.partitions == (NF,)
+    assert "wiki recent change for 'Plugin Callouts' skipped: pageid is not a number" in (
+        caplog.text
+    )

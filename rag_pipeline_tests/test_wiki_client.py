@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from rag_pipeline.sources.wiki.client import MediaWikiClient, RetryPolicy, WikiApiError
+from rag_pipeline.core.http_retry import RetryPolicy
+from rag_pipeline.sources.wiki.client import MediaWikiClient, WikiApiError
 from rag_pipeline.sources.wiki.discovery import (
     category_members,
     category_name,

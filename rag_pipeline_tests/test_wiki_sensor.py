@@ -1,6 +1,7 @@
 """The wiki sensor and job end to end: local MediaWiki, real Dagster runs, real PostgreSQL."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -195,3 +196,33 @@ def test_offline_default_registers_and_runs_the_demo_export(
     assert len(index) == 10
     assert index["102"][0] == "Developing Plug-Ins - Model Events"
     assert harness.tick() == []
+
+
+def test_a_malformed_page_fails_alone_and_the_run_succeeds(
+    harness: Harness, server: MediaWikiServer
+) -> None:
+    # Issue 38, item 7: a parse answer with `revid: "abc"` failed the whole partition (three
+    # retries, a long traceback, the good pages not indexed). Now that page fails alone.
+    bad = server.wiki.by_title("Plugin Callouts")
+    assert bad is not None
+
+    def revid_abc(data: dict[str, Any]) -> None:
+        data["parse"]["revid"] = "abc"
+
+    server.inject(
+        "mutate",
+        mutate=revid_abc,
+        when=lambda p: p.get("action") == "parse" and p.get("pageid") == str(bad.pageid),
+        times=100,
+    )
+    assert harness.tick() == [NF, PLUGINS, PAGES]  # every run succeeded (asserted in tick)
+    titles = {title for title, _, _ in harness.index().values()}
+    assert titles == {"NF11 Single SignOn", "Plugin Process", "REST API"}
+    with connect(harness.database_url) as conn:
+        errors = conn.execute(
+            "SELECT DISTINCT source_id, stage, reason FROM rag.ingest_errors"
+            " WHERE source_type = 'wiki'"
+        ).fetchall()
+    assert errors == [
+        (f"{bad.pageid}@en_US", "raw", "malformed parse answer: parse.revid is not a number: 'abc'")
+    ]

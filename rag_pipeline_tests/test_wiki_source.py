@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.core.http_retry import RetryPolicy
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.normalize import to_markdown
 from rag_pipeline.core.source import DocumentRef, SourceDocument
 from rag_pipeline.settings import ConfigError, load_settings
-from rag_pipeline.sources.wiki.client import MediaWikiClient, RetryPolicy
+from rag_pipeline.sources.wiki.client import MediaWikiClient
 from rag_pipeline.sources.wiki.source import (
     DEMO_EXPORT_PARTITION,
     PAGES_PARTITION,
@@ -22,7 +23,7 @@ from rag_pipeline.sources.wiki.source import (
     export_partition_key,
 )
 from rag_pipeline.sources.wiki.wikitext import wikitext_to_html
-from rag_pipeline.sources.wiki.xml_export import ExportError, read_pages
+from rag_pipeline.sources.wiki.xml_export import ExportError, MalformedPage, read_pages
 from rag_pipeline_tests.mediawiki_server import (
     FakeWiki,
     MediaWikiServer,
@@ -310,7 +311,7 @@ def test_an_export_file_is_its_own_partition(tmp_path: Path) -> None:
     [
         ("<mediawiki><page><title>x", "not a valid XML export"),
         ("<html><body/></html>", "not <mediawiki>"),
-        ("<mediawiki><page><title>x</title><id>a</id></page></mediawiki>", "no numeric <id>"),
+        ("", "not a valid XML export \\(no element found"),
     ],
 )
 def test_a_broken_export_says_what_is_wrong(tmp_path: Path, content: str, message: str) -> None:
@@ -318,6 +319,19 @@ def test_a_broken_export_says_what_is_wrong(tmp_path: Path, content: str, messag
     export.write_text(content, encoding="utf-8")
     with pytest.raises(ExportError, match=message):
         list(read_pages(export))
+
+
+def test_a_page_without_numeric_id_is_malformed_alone(tmp_path: Path) -> None:
+    export = tmp_path / "one-bad.xml"
+    export.write_text(
+        "<mediawiki><page><title>x</title><id>a</id></page>"
+        "<page><title>y</title><ns>0</ns><id>7</id></page></mediawiki>",
+        encoding="utf-8",
+    )
+    bad, good = read_pages(export)
+    assert bad == MalformedPage(None, "x", "page 'x' has no numeric <id>")
+    assert not isinstance(good, MalformedPage)
+    assert good.pageid == 7
 
 
 def test_full_history_exports_use_the_latest_revision(tmp_path: Path) -> None:

@@ -1,27 +1,64 @@
 """LLM providers over plain HTTP: the Anthropic Messages API and OpenAI-compatible chat completions.
 
-Both stream the answer as server-sent events; a provider turns either wire format into the
-same `TextDelta`s and one closing `StreamEnd` with the token usage. No vendor SDK: httpx is
-already a dependency, and the two request shapes are small and stable.
+Both stream the answer as server-sent events (`llm_stream.py` reads them within bounds); a
+provider turns either wire format into the same `TextDelta`s and one closing `StreamEnd` with
+the token usage. No vendor SDK: httpx is already a dependency, and the two request shapes are
+small and stable.
 
 Failures become one `LLMError` line that says what to do. A request is retried (with backoff,
-honouring `Retry-After`) on 429, 408, 5xx/529, timeouts and dropped connections — but only
-until the first token arrives: retrying later would print part of the answer twice. The API
-key goes into a request header and nowhere else; error text from a server is scrubbed of it.
+honouring `Retry-After`, `rag_pipeline.core.http_retry`) on 429, 408, 5xx/529, timeouts and
+dropped connections — but only until the first piece of answer arrives: retrying later would
+print part of the answer twice. A call ends at `deadline` (RAG_LLM_DEADLINE_SECONDS) whatever
+the server sends.
+
+Secrets: the API key goes into a request header and nowhere else. Whatever a server says (an
+error body echoing the key, perhaps over two lines) and every message naming the endpoint is
+masked (key, URL user and password) and stripped of control characters before it is cut to
+length or printed.
 """
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import httpx
 
+from rag_pipeline.core.http_retry import RetryableError, RetryPolicy, parse_retry_after, retrying
+from rag_pipeline.core.redact import mask_secrets, url_secrets, url_without_credentials
+from rag_pipeline.core.terminal import strip_controls
+from rag_pipeline.search.llm_stream import (
+    MalformedStreamError,
+    ProviderStreamError,
+    StreamClock,
+    StreamEnd,
+    StreamEvent,
+    StreamLimitError,
+    StreamLimits,
+    TextDelta,
+    Usage,
+    answer_events,
+    anthropic_events,
+    error_detail,
+    openai_events,
+    read_error_body,
+    server_sent_events,
+)
 from rag_pipeline.settings import Settings
+
+__all__ = [
+    "ChatProvider",
+    "LLMError",
+    "ProviderConfig",
+    "StreamEnd",
+    "StreamEvent",
+    "TextDelta",
+    "Usage",
+    "configuration_hint",
+    "resolve_provider",
+]
 
 ProviderName = Literal["anthropic", "openai"]
 
@@ -39,32 +76,6 @@ class LLMError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Usage:
-    """Tokens the provider counted for one answer (None when it did not say)."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    """The next piece of the answer."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class StreamEnd:
-    """The answer is complete."""
-
-    usage: Usage
-    stop_reason: str | None
-
-
-StreamEvent = TextDelta | StreamEnd
-
-
-@dataclass(frozen=True)
 class ProviderConfig:
     """Where and how to ask one model."""
 
@@ -75,13 +86,14 @@ class ProviderConfig:
     max_tokens: int = 1024
     timeout: float = 60.0
     retries: int = 2
+    deadline: float = 300.0
 
     @property
     def label(self) -> str:
-        """How messages name this provider (never with the key)."""
+        """How messages name this provider (never with the key or URL credentials)."""
         if self.provider == "anthropic":
             return f"Anthropic ({self.model})"
-        return f"OpenAI-compatible endpoint {self.base_url} ({self.model})"
+        return f"OpenAI-compatible endpoint {url_without_credentials(self.base_url)} ({self.model})"
 
     @property
     def key_variable(self) -> str:
@@ -92,6 +104,16 @@ class ProviderConfig:
     def model_variable(self) -> str:
         """The setting naming the model."""
         return "RAG_ANTHROPIC_MODEL" if self.provider == "anthropic" else "RAG_OPENAI_MODEL"
+
+    @property
+    def url_variable(self) -> str:
+        """The setting naming the endpoint."""
+        return "ANTHROPIC_BASE_URL" if self.provider == "anthropic" else "OPENAI_BASE_URL"
+
+    @property
+    def secrets(self) -> list[str]:
+        """What no message may show: the key, and the user and password in the base URL."""
+        return [s for s in (self.api_key, *url_secrets(self.base_url)) if s]
 
 
 RetryNotice = Callable[[str], None]
@@ -110,9 +132,9 @@ class ChatProvider:
     ) -> None:
         """Use `client` (or a new one with the configured timeout); `sleep` waits between tries."""
         if not config.base_url.startswith(("http://", "https://")):
-            variable = "ANTHROPIC_BASE_URL" if config.provider == "anthropic" else "OPENAI_BASE_URL"
-            raise LLMError(f"{variable} must start with http:// or https://")
+            raise LLMError(f"{config.url_variable} must start with http:// or https://")
         self.config = config
+        self.limits = StreamLimits.for_tokens(config.max_tokens)
         self._owns_client = client is None
         self._client = client or httpx.Client(
             timeout=httpx.Timeout(config.timeout, connect=min(config.timeout, 10.0))
@@ -156,7 +178,12 @@ class ChatProvider:
         }
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            # Uncompressed: a compressed stream would be inflated unbounded below our counts.
+            "accept-encoding": "identity",
+        }
         key = self.config.api_key
         if self.config.provider == "anthropic":
             headers["anthropic-version"] = ANTHROPIC_VERSION
@@ -168,60 +195,88 @@ class ChatProvider:
 
     def stream(self, system: str, user: str) -> Iterator[StreamEvent]:
         """Yield the answer piece by piece, then one `StreamEnd`; raise `LLMError` on failure."""
-        attempts = self.config.retries + 1
+        clock = StreamClock(deadline_seconds=self.config.deadline, idle_seconds=self.config.timeout)
         body = self.request_body(system, user)
-        for attempt in range(1, attempts + 1):
-            started = False
-            wait: float | None = None
+        policy = RetryPolicy(
+            attempts=self.config.retries + 1,
+            base_delay=_BACKOFF_BASE,
+            max_delay=_MAX_RETRY_WAIT,
+            jitter=False,
+            give_up_on_long_retry_after=True,
+        )
+        opened: tuple[ExitStack, StreamEvent, Iterator[StreamEvent]] | None = None
+        try:
+            for attempt in retrying(
+                policy,
+                sleep=self._sleep,
+                deadline=clock.deadline,
+                before_sleep=self._notice_retry,
+            ):
+                with attempt:
+                    opened = self._open(body, attempt.retry_state.attempt_number, clock)
+        except RetryableError as exc:
+            raise LLMError(str(exc)) from None
+        assert opened is not None  # the loop ends with an opened stream or raises
+        stack, first, rest = opened
+        with stack:
+            yield first
             try:
-                with self._client.stream(
-                    "POST", self.url, headers=self._headers(), json=body
-                ) as response:
-                    if response.status_code != 200:
-                        response.read()
-                        wait = self._retry_wait(response, attempt, attempts)
-                        if wait is None:
-                            raise LLMError(self._http_message(response, attempt))
-                    else:
-                        for event in self._events(response):
-                            started = True
-                            yield event
-                        return
-            except httpx.TimeoutException as exc:
-                if started or attempt == attempts:
-                    raise LLMError(self._timeout_message(exc, started, attempt)) from None
-                wait = self._backoff(attempt)
-            except httpx.TransportError as exc:
-                if started or attempt == attempts:
-                    reason = _one_line(str(exc)) or type(exc).__name__
-                    when = " while answering" if started else f" after {attempt} attempt(s)"
-                    raise LLMError(
-                        f"{self.config.label}: connection failed ({reason}){when}"
-                    ) from None
-                wait = self._backoff(attempt)
-            if self._on_retry:
-                self._on_retry(f"{self.config.label} unavailable, retrying in {wait:.1f} s")
-            self._sleep(wait)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                yield from rest
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                raise LLMError(self._transport_message(exc, started=True, attempt=0)) from None
+
+    def _open(
+        self, body: dict[str, Any], attempt: int, clock: StreamClock
+    ) -> tuple[ExitStack, StreamEvent, Iterator[StreamEvent]]:
+        """One attempt up to the first piece of answer: the open stream and its first event.
+
+        Raises:
+            RetryableError: worth another try (the message is the final one if it is the last).
+            LLMError: not worth another try.
+        """
+        clock.restart_idle()
+        read = max(0.001, min(self.config.timeout, clock.remaining()))
+        timeout = httpx.Timeout(read, connect=min(read, 10.0))
+        stack = ExitStack()
+        try:
+            response = stack.enter_context(
+                self._client.stream(
+                    "POST", self.url, headers=self._headers(), json=body, timeout=timeout
+                )
+            )
+            if response.status_code != 200:
+                raise self._http_failure(response, attempt)
+            events = self._events(response, clock)
+            first = next(events, None)
+            if first is None:
+                raise LLMError(self._message("malformed stream (it ended before its first event)"))
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            stack.close()
+            raise RetryableError(
+                self._transport_message(exc, started=False, attempt=attempt)
+            ) from None
+        except BaseException:
+            stack.close()
+            raise
+        return stack, first, events
+
+    def _notice_retry(self, attempt: int, wait: float, problem: str) -> None:
+        if self._on_retry:
+            self._on_retry(f"{self.config.label} unavailable, retrying in {wait:.1f} s")
 
     # -- HTTP failures -----------------------------------------------------------------------
 
-    def _retry_wait(self, response: httpx.Response, attempt: int, attempts: int) -> float | None:
-        """Seconds to wait before the next try, or None when this failure is final."""
-        if response.status_code not in _RETRY_STATUSES or attempt == attempts:
-            return None
-        after = _retry_after(response)
-        if after is None:
-            return self._backoff(attempt)
-        return after if after <= _MAX_RETRY_WAIT else None
+    def _http_failure(self, response: httpx.Response, attempt: int) -> Exception:
+        """The exception for a non-200 answer: retryable, or final."""
+        raw = read_error_body(response)
+        message = self._http_message(response, raw, attempt)
+        if response.status_code in _RETRY_STATUSES:
+            return RetryableError(message, retry_after=_retry_after(response))
+        return LLMError(message)
 
-    @staticmethod
-    def _backoff(attempt: int) -> float:
-        return min(_BACKOFF_BASE * 2 ** (attempt - 1), _MAX_RETRY_WAIT)
-
-    def _http_message(self, response: httpx.Response, attempt: int) -> str:
+    def _http_message(self, response: httpx.Response, raw: bytes, attempt: int) -> str:
         status = response.status_code
-        detail = self._scrub(_error_detail(response))
+        detail = self._detail(error_detail(raw))
         said = f": {detail}" if detail else ""
         label = self.config.label
         if status in (401, 403):
@@ -234,210 +289,61 @@ class ChatProvider:
             when = f"; retry after {math.ceil(after)} s" if after is not None else ""
             return f"{label}: rate limited (HTTP 429) after {attempt} attempt(s){said}{when}"
         if status == 404:
-            where = (
-                "ANTHROPIC_BASE_URL" if self.config.provider == "anthropic" else "OPENAI_BASE_URL"
-            )
             return (
                 f"{label}: not found (HTTP 404){said}; check {self.config.model_variable} "
-                f"and {where}"
+                f"and {self.config.url_variable}"
             )
         if status >= 500:
             return f"{label}: server error (HTTP {status}) after {attempt} attempt(s){said}"
         return f"{label}: request rejected (HTTP {status}){said}"
 
-    def _timeout_message(self, exc: httpx.TimeoutException, started: bool, attempt: int) -> str:
-        what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting for the answer"
+    def _transport_message(self, exc: httpx.HTTPError, *, started: bool, attempt: int) -> str:
         during = " mid-answer" if started else f" after {attempt} attempt(s)"
-        return (
-            f"{self.config.label}: timed out {what} ({self.config.timeout:g} s, "
-            f"RAG_LLM_TIMEOUT_SECONDS){during}"
-        )
+        if isinstance(exc, httpx.TimeoutException):
+            what = (
+                "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting for the answer"
+            )
+            return self._message(
+                f"timed out {what} ({self.config.timeout:g} s, RAG_LLM_TIMEOUT_SECONDS){during}"
+            )
+        reason = self._detail(str(exc)) or type(exc).__name__
+        when = " while answering" if started else f" after {attempt} attempt(s)"
+        return self._message(f"connection failed ({reason}){when}")
 
-    def _scrub(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
+    def _message(self, problem: str) -> str:
+        return f"{self.config.label}: {problem}"
+
+    def _detail(self, text: str) -> str:
+        """Server text for a message: secrets masked first, then controls removed and cut."""
+        masked = mask_secrets(text, self.config.secrets)
+        return " ".join(strip_controls(masked).split())[:_DETAIL_CHARS]
 
     # -- the two wire formats ------------------------------------------------------------------
 
-    def _events(self, response: httpx.Response) -> Iterator[StreamEvent]:
+    def _events(self, response: httpx.Response, clock: StreamClock) -> Iterator[StreamEvent]:
         content_type = response.headers.get("content-type", "")
         if "text/event-stream" not in content_type:
             raise LLMError(
-                f"{self.config.label}: malformed stream (expected text/event-stream, "
-                f"got {content_type or 'no content type'})"
+                self._message(
+                    "malformed stream (expected text/event-stream, got "
+                    f"{self._detail(content_type) or 'no content type'})"
+                )
             )
-        parse = _anthropic_events if self.config.provider == "anthropic" else _openai_events
+        parse = anthropic_events if self.config.provider == "anthropic" else openai_events
         try:
-            yield from parse(_server_sent_events(response.iter_lines()))
-        except _MalformedStreamError as exc:
-            raise LLMError(f"{self.config.label}: malformed stream ({exc})") from None
-        except _ProviderStreamError as exc:
-            message = self._scrub(str(exc))
-            raise LLMError(f"{self.config.label}: the answer failed mid-stream: {message}") from (
-                None
-            )
-
-
-class _MalformedStreamError(Exception):
-    pass
-
-
-class _ProviderStreamError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class _SSE:
-    event: str
-    data: str
-
-
-def _server_sent_events(lines: Iterator[str]) -> Iterator[_SSE]:
-    """Group `event:`/`data:` lines into events (the WHATWG rules, minus ids and retry)."""
-    event = ""
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield _SSE(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue  # a comment, e.g. a keep-alive
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
-    if data:
-        yield _SSE(event or "message", "\n".join(data))
-
-
-def _json_object(sse: _SSE) -> dict[str, Any]:
-    try:
-        value = json.loads(sse.data)
-    except json.JSONDecodeError:
-        raise _MalformedStreamError(f"an event is not JSON: {sse.data[:60]!r}") from None
-    if not isinstance(value, dict):
-        raise _MalformedStreamError(f"an event is not a JSON object: {sse.data[:60]!r}")
-    return value  # pyright: ignore[reportUnknownVariableType]
-
-
-def _anthropic_events(events: Iterator[_SSE]) -> Iterator[StreamEvent]:
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    stop_reason: str | None = None
-    for sse in events:
-        payload = _json_object(sse)
-        kind = payload.get("type", sse.event)
-        if kind == "message_start":
-            usage = _dict(_dict(payload.get("message")).get("usage"))
-            input_tokens = _int(usage.get("input_tokens"))
-            output_tokens = _int(usage.get("output_tokens"))
-        elif kind == "content_block_delta":
-            delta = _dict(payload.get("delta"))
-            # Other deltas (thinking, tool input, signatures) are not part of the answer text.
-            if delta.get("type") == "text_delta":
-                text = delta.get("text")
-                if not isinstance(text, str):
-                    raise _MalformedStreamError("a text_delta without text")
-                yield TextDelta(text)
-        elif kind == "message_delta":
-            stop_reason = _str(_dict(payload.get("delta")).get("stop_reason")) or stop_reason
-            output_tokens = _int(_dict(payload.get("usage")).get("output_tokens")) or output_tokens
-        elif kind == "message_stop":
-            yield StreamEnd(Usage(input_tokens, output_tokens), stop_reason)
-            return
-        elif kind == "error":
-            error = _dict(payload.get("error"))
-            raise _ProviderStreamError(
-                _one_line(f"{error.get('type', 'error')}: {error.get('message', '')}")
-            )
-    raise _MalformedStreamError("it ended before message_stop")
-
-
-def _openai_events(events: Iterator[_SSE]) -> Iterator[StreamEvent]:
-    usage = Usage()
-    stop_reason: str | None = None
-    for sse in events:
-        if sse.data.strip() == "[DONE]":
-            yield StreamEnd(usage, stop_reason)
-            return
-        payload = _json_object(sse)
-        if "error" in payload:
-            error: Any = payload["error"]
-            message: Any = _dict(error).get("message", error)
-            raise _ProviderStreamError(_one_line(str(message)))
-        choices: Any = payload.get("choices")
-        if not isinstance(choices, list):
-            raise _MalformedStreamError("a chunk without choices")
-        for choice in _dicts(choices):
-            content = _dict(choice.get("delta")).get("content")
-            if isinstance(content, str) and content:
-                yield TextDelta(content)
-            stop_reason = _str(choice.get("finish_reason")) or stop_reason
-        counted = _dict(payload.get("usage"))
-        if counted:
-            usage = Usage(
-                _int(counted.get("prompt_tokens")), _int(counted.get("completion_tokens"))
-            )
-    # Some servers close without [DONE]; a finish reason still marks a complete answer.
-    if stop_reason is None:
-        raise _MalformedStreamError("it ended before [DONE]")
-    yield StreamEnd(usage, stop_reason)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _dicts(values: Any) -> list[dict[str, Any]]:
-    return [_dict(v) for v in cast(list[Any], values)]
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:_DETAIL_CHARS]
-
-
-def _error_detail(response: httpx.Response) -> str:
-    """The server's own explanation, from either API's error JSON (or its plain text)."""
-    try:
-        payload = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _one_line(response.text)
-    body = _dict(payload)
-    error: Any = body.get("error")
-    if isinstance(error, str):
-        return _one_line(error)
-    message: Any = _dict(error).get("message") or body.get("message")
-    return _one_line(message) if isinstance(message, str) else ""
+            sse = server_sent_events(response, self.limits, clock)
+            yield from answer_events(parse(sse), self.limits, clock)
+        except MalformedStreamError as exc:
+            raise LLMError(self._message(f"malformed stream ({self._detail(str(exc))})")) from None
+        except ProviderStreamError as exc:
+            message = self._detail(str(exc))
+            raise LLMError(self._message(f"the answer failed mid-stream: {message}")) from None
+        except StreamLimitError as exc:
+            raise LLMError(self._message(f"answer stopped: {exc}")) from None
 
 
 def _retry_after(response: httpx.Response) -> float | None:
-    """`Retry-After` in seconds: a number of seconds or an HTTP date (RFC 9110)."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, (moment - datetime.now(UTC)).total_seconds())
+    return parse_retry_after(response.headers.get("retry-after"))
 
 
 def resolve_provider(
@@ -457,6 +363,7 @@ def resolve_provider(
         "max_tokens": settings.llm_max_answer_tokens,
         "timeout": settings.llm_timeout_seconds,
         "retries": settings.llm_retries,
+        "deadline": settings.llm_deadline_seconds,
     }
     if choice in ("anthropic", "auto") and anthropic_key:
         return ProviderConfig(

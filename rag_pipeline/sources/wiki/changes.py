@@ -21,15 +21,26 @@ Which partitions hold a changed page:
 - a deleted page the index cannot place: every partition (deletions are rare; a missed one
   would leave a deleted page searchable until the nightly reconcile).
 
+An event whose ids are not numbers is logged and skipped: a sensor tick must not fail on it
+(the nightly reconcile lists every page anyway).
+
 Pure: no Dagster here; the sensor in `defs/wiki` turns the result into run requests.
 """
 
 import json
+import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rag_pipeline.sources.wiki.client import MediaWikiClient, batched
+from rag_pipeline.sources.wiki.client import (
+    MalformedEntryError,
+    MediaWikiClient,
+    batched,
+    json_object,
+    json_objects,
+    strict_int,
+)
 from rag_pipeline.sources.wiki.discovery import (
     CATEGORY_NAMESPACE,
     category_members,
@@ -42,6 +53,8 @@ from rag_pipeline.sources.wiki.source import (
     WikiConfigError,
     category_partition_key,
 )
+
+logger = logging.getLogger(__name__)
 
 ChangeKind = Literal["edit", "new", "delete", "move", "restore"]
 StoredPartitions = Callable[[Sequence[str]], Mapping[str, Collection[str]]]
@@ -152,12 +165,27 @@ def _recent_changes(
     }
     found: list[tuple[str, str, PageChange]] = []
     for batch in client.query_all(params):
-        for item in batch.get("recentchanges", []):
+        for item in _items(batch, "recentchanges"):
             kind: ChangeKind = "new" if item.get("type") == "new" else "edit"
-            timestamp = str(item["timestamp"])
-            change = PageChange(kind, int(item["pageid"]), str(item["title"]), timestamp)
-            found.append((f"rc:{item['rcid']}", timestamp, change))
+            timestamp = str(item.get("timestamp", ""))
+            try:
+                pageid = strict_int(item.get("pageid"), "pageid")
+                rcid = strict_int(item.get("rcid"), "rcid")
+            except MalformedEntryError as exc:
+                _skip("recent change", item, exc)
+                continue
+            change = PageChange(kind, pageid, str(item.get("title", "")), timestamp)
+            found.append((f"rc:{rcid}", timestamp, change))
     return found
+
+
+def _items(batch: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    return json_objects(batch.get(key))
+
+
+def _skip(what: str, item: dict[str, Any], problem: Exception) -> None:
+    title = " ".join(str(item.get("title", "?")).split())[:100]
+    logger.warning("wiki %s for %r skipped: %s", what, title, problem)
 
 
 def _log_events(
@@ -174,25 +202,31 @@ def _log_events(
     wanted = set(config.namespaces)
     found: list[tuple[str, str, PageChange]] = []
     for batch in client.query_all(params):
-        for item in batch.get("logevents", []):
+        for item in _items(batch, "logevents"):
             kind = _LOG_ACTIONS.get((str(item.get("type")), str(item.get("action"))))
             if kind is None:
                 continue
-            params_: dict[str, Any] = item.get("params") or {}
-            target_ns = int(params_.get("target_ns", item.get("ns", 0)))
-            if int(item.get("ns", 0)) not in wanted and target_ns not in wanted:
+            params_ = json_object(item.get("params"))
+            try:
+                namespace = strict_int(item.get("ns", 0), "ns")
+                target_ns = strict_int(params_.get("target_ns", namespace), "target_ns")
+                # `pageid` is the title's page now (0 once deleted); `logpage` the id it had.
+                pageid = strict_int(item.get("logpage") or item.get("pageid") or 0, "pageid")
+                logid = strict_int(item.get("logid"), "logid")
+            except MalformedEntryError as exc:
+                _skip("log event", item, exc)
                 continue
-            # `pageid` is the title's page now (0 once deleted); `logpage` the id it had.
-            pageid = int(item.get("logpage") or item.get("pageid") or 0)
-            timestamp = str(item["timestamp"])
+            if namespace not in wanted and target_ns not in wanted:
+                continue
+            timestamp = str(item.get("timestamp", ""))
             change = PageChange(
                 kind,
                 pageid,
-                str(item["title"]),
+                str(item.get("title", "")),
                 timestamp,
                 new_title=str(params_.get("target_title", "")),
             )
-            found.append((f"log:{item['logid']}", timestamp, change))
+            found.append((f"log:{logid}", timestamp, change))
     return found
 
 
@@ -232,11 +266,13 @@ def _current_categories(client: MediaWikiClient, pageids: Sequence[int]) -> dict
     for ids in batched([str(i) for i in pageids]):
         params = {"prop": "categories", "pageids": "|".join(ids), "cllimit": "max"}
         for batch in client.query_all(params):
-            for page in batch.get("pages", []):
-                if "pageid" not in page:
-                    continue
-                names = {category_name(str(c["title"])) for c in page.get("categories", [])}
-                found.setdefault(int(page["pageid"]), set()).update(names)
+            for page in _items(batch, "pages"):
+                try:
+                    pageid = strict_int(page.get("pageid"), "pageid")
+                except MalformedEntryError:
+                    continue  # a missing page has no id; a malformed one names no page either
+                names = {category_name(str(c.get("title", ""))) for c in _items(page, "categories")}
+                found.setdefault(pageid, set()).update(names)
     return found
 
 

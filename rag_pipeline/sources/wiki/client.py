@@ -1,4 +1,4 @@
-"""A polite, robust MediaWiki Action API client (httpx, synchronous, thread-safe).
+"""A polite, bounded MediaWiki Action API client (httpx, synchronous, thread-safe).
 
 Polite: a descriptive User-Agent (the Wikimedia User-Agent policy asks for a contact), `maxlag`
 on every request so a lagging wiki refuses us before it suffers, and a bounded number of
@@ -6,33 +6,55 @@ requests in flight (`max_concurrency`, a semaphore around each request, so the c
 pools cannot exceed it).
 
 Robust: 429, 5xx, timeouts, connection errors, `maxlag` errors and bodies that are not JSON are
-retried with exponential backoff and full jitter; a `Retry-After` header (sent with 429, 503 and
-maxlag) is honoured as the minimum wait. API `error` objects raise `WikiApiError` with the
-wiki's code and text; `warnings` are logged and kept in `self.warnings` so a run can show them.
+retried with exponential backoff and full jitter, or after the wait a `Retry-After` header asks
+(sent with 429, 503 and maxlag; `rag_pipeline.core.http_retry`). API `error` objects raise
+`WikiApiError` with the wiki's code and text; `warnings` are logged and kept in `self.warnings`.
+
+Bounded, because the wiki is a server on the internet: a response is read as a stream and
+dropped past `max_response_bytes` on the wire or decompressed (`http.py`: a gzip bomb never
+inflates past the cap, an endless body stops there) or past `max_request_seconds`; a listing
+that keeps answering `continue` stops after `max_listing_requests` requests or
+`max_listing_seconds`; redirects are followed only to the scheme, host and port of `api_url`
+(anything else could answer in the wiki's name).
 
 Every request uses `format=json&formatversion=2` (lists instead of id-keyed objects, booleans
 instead of empty strings); MediaWiki 1.35 (the iDempiere wiki) answers errors as
 `{"error": {"code", "info"}}` with HTTP 200, so errors are read from the body, not the status.
 """
 
+import json
 import logging
-import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
+
+from rag_pipeline.core.http_retry import RetryableError, RetryPolicy, parse_retry_after, retrying
+from rag_pipeline.core.redact import url_without_credentials
+from rag_pipeline.sources.wiki.http import (
+    BodyEncodingError,
+    BodyTimeoutError,
+    BodyTooLargeError,
+    read_body,
+    same_origin,
+)
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_USER_AGENT = "rag_pipeline/0.1 (iDempiere knowledge index; https://www.idempiere.org)"
 # MediaWiki refuses more than 50 titles or page ids per query for clients without apihighlimits.
 MAX_IDS_PER_QUERY = 50
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_LISTING_REQUESTS = 1000
+DEFAULT_MAX_LISTING_SECONDS = 900.0
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_MAX_REDIRECTS = 5
+_ASCII_INT = re.compile(r"-?[0-9]{1,18}")
 
 
 class WikiApiError(RuntimeError):
@@ -44,25 +66,32 @@ class WikiApiError(RuntimeError):
         self.info = info
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How failed requests are retried.
+class MalformedEntryError(ValueError):
+    """A value in the wiki's answer is not what the API documents (an id that is no number)."""
 
-    Attributes:
-        attempts: total tries per request (1 = no retry).
-        base_delay: seconds before the first retry; doubled each time, with full jitter.
-        max_delay: the cap of one wait, `Retry-After` included (a wiki asking for an hour
-            should fail this run, not hang it).
+
+def json_object(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (a server may send anything)."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def json_objects(value: object) -> list[dict[str, Any]]:
+    """The objects of `value` if it is a JSON list; other items and other values give none."""
+    items = cast(list[object], value) if isinstance(value, list) else []
+    return [json_object(item) for item in items if isinstance(item, dict)]
+
+
+def strict_int(value: object, what: str) -> int:
+    """`value` as an integer if it is one (or ASCII digits); else `MalformedEntryError`.
+
+    `str.isdigit` and `int()` accept '²' and other Unicode digits; an id from a server is
+    only ever ASCII.
     """
-
-    attempts: int = 5
-    base_delay: float = 0.5
-    max_delay: float = 60.0
-
-    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
-        """The wait before retry number `attempt` (1-based)."""
-        backoff = rng.uniform(0, self.base_delay * 2 ** (attempt - 1))
-        return min(max(backoff, retry_after or 0.0), self.max_delay)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _ASCII_INT.fullmatch(value.strip()):
+        return int(value)
+    raise MalformedEntryError(f"{what} is not a number: {str(value)[:40]!r}")
 
 
 @dataclass(frozen=True)
@@ -83,15 +112,19 @@ class SiteInfo:
 
 
 class MediaWikiClient:
-    """Requests to one wiki's `api.php`, retried and rate-bounded.
+    """Requests to one wiki's `api.php`, retried, rate-bounded and size-bounded.
 
     Args:
         api_url: the wiki's api.php.
         user_agent: sent with every request.
         max_concurrency: requests in flight at most, across threads.
         maxlag: seconds of database replication lag above which the wiki should refuse us.
-        timeout: seconds per request.
+        timeout: seconds of silence per read (and to connect).
         retry: the retry policy.
+        max_response_bytes: the largest response read, on the wire and decompressed.
+        max_request_seconds: the longest one response may take to arrive in full.
+        max_listing_requests: requests one listing (`query_all`) may make.
+        max_listing_seconds: seconds one listing may take, retries included.
         sleep: waits between retries (tests pass a recorder instead of `time.sleep`).
         transport: an httpx transport, for tests that speak to an in-process app.
     """
@@ -105,17 +138,26 @@ class MediaWikiClient:
         maxlag: int = 5,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_request_seconds: float = 120.0,
+        max_listing_requests: int = DEFAULT_MAX_LISTING_REQUESTS,
+        max_listing_seconds: float = DEFAULT_MAX_LISTING_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.api_url = api_url
+        self.shown_url = url_without_credentials(api_url)
         self.maxlag = maxlag
         self.retry = retry or RetryPolicy()
         self.max_concurrency = max_concurrency
+        self.max_response_bytes = max_response_bytes
+        self.max_request_seconds = max_request_seconds
+        self.max_listing_requests = max_listing_requests
+        self.max_listing_seconds = max_listing_seconds
         self.warnings: list[str] = []
         self.request_count = 0
+        self._origin = httpx.URL(api_url)
         self._sleep = sleep
-        self._rng = random.Random()
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._lock = threading.Lock()
         self._siteinfo: SiteInfo | None = None
@@ -124,8 +166,8 @@ class MediaWikiClient:
             headers={"User-Agent": user_agent, "Accept-Encoding": "gzip"},
             timeout=timeout,
             transport=transport,
-            # An http:// URL or a moved api.php answers with a redirect; HTTP ones are followed.
-            follow_redirects=True,
+            # Followed by hand, only within the API's origin (`_request`).
+            follow_redirects=False,
             # One connection per concurrent request, kept alive between them.
             limits=httpx.Limits(max_connections=max_concurrency),
         )
@@ -140,74 +182,142 @@ class MediaWikiClient:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def get(self, params: Mapping[str, str | int]) -> dict[str, Any]:
+    def get(
+        self, params: Mapping[str, str | int], *, deadline: float | None = None
+    ) -> dict[str, Any]:
         """One API request (GET), retried; the decoded JSON response.
 
+        Args:
+            params: the API parameters (format and maxlag are added).
+            deadline: a `time.monotonic()` value no retry may wait past (a listing's).
+
         Raises:
-            WikiApiError: the wiki answered with an `error` (after retries for `maxlag`), or
-                it kept failing (HTTP status, timeout, malformed JSON) through every attempt.
+            WikiApiError: the wiki answered with an `error` (after retries for `maxlag`), its
+                answer broke a limit (code `toolarge`, `redirect`), or it kept failing (HTTP
+                status, timeout, malformed JSON) through every attempt (code `unavailable`).
         """
         query: dict[str, str | int] = {"format": "json", "formatversion": 2, **params}
         if self.maxlag:
             query["maxlag"] = self.maxlag
-        last_problem = ""
-        for attempt in range(1, self.retry.attempts + 1):
-            retry_after: float | None = None
-            try:
-                with self._slots:
-                    self._count()
-                    response = self._http.get(self.api_url, params=query)
-                retry_after = _retry_after(response.headers.get("Retry-After"))
-                if response.status_code in _RETRY_STATUS:
-                    last_problem = f"HTTP {response.status_code}"
-                else:
-                    response.raise_for_status()
-                    data = _decode(response)
-                    error = data.get("error")
-                    if isinstance(error, dict) and error.get("code") == "maxlag":
-                        last_problem = f"maxlag: {error.get('info', '')}"
-                    elif isinstance(error, dict):
-                        raise WikiApiError(str(error.get("code")), str(error.get("info", "")))
-                    else:
-                        self._note_warnings(data.get("warnings"), query)
-                        return data
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last_problem = f"{type(exc).__name__}: {exc}"
-            except _MalformedResponseError as exc:
-                last_problem = str(exc)
-            except httpx.HTTPStatusError as exc:
-                # 4xx other than 429: asking again gives the same answer.
-                raise WikiApiError(
-                    f"http{exc.response.status_code}", f"{self.api_url} refused the request"
-                ) from exc
-            if attempt < self.retry.attempts:
-                wait = self.retry.delay(attempt, retry_after, self._rng)
-                logger.info(
-                    "wiki request failed (%s); retry %d in %.1f s", last_problem, attempt, wait
-                )
-                self._sleep(wait)
-        raise WikiApiError(
-            "unavailable", f"{self.api_url}: {last_problem} after {self.retry.attempts} attempts"
-        )
+        attempts = 0
+        try:
+            for attempt in retrying(
+                self.retry, sleep=self._sleep, deadline=deadline, before_sleep=_log_retry
+            ):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    return self._attempt(query)
+        except RetryableError as exc:
+            raise WikiApiError(
+                "unavailable", f"{self.shown_url}: {exc} after {attempts} attempts"
+            ) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _attempt(self, query: dict[str, str | int]) -> dict[str, Any]:
+        with self._slots:
+            self._count()
+            status, headers, body = self._request(query)
+        retry_after = parse_retry_after(headers.get("Retry-After"))
+        if status in _RETRY_STATUS:
+            raise RetryableError(f"HTTP {status}", retry_after=retry_after)
+        if status >= 400:
+            # 4xx other than 429: asking again gives the same answer.
+            raise WikiApiError(f"http{status}", f"{self.shown_url} refused the request")
+        data = _decode(body)
+        error = json_object(data.get("error"))
+        if error.get("code") == "maxlag":
+            raise RetryableError(f"maxlag: {error.get('info', '')}", retry_after=retry_after)
+        if error:
+            code, info = error.get("code"), error.get("info", "")
+            raise WikiApiError(_one_line(str(code)), _one_line(str(info)))
+        self._note_warnings(data.get("warnings"), query)
+        return data
+
+    def _request(self, query: dict[str, str | int]) -> tuple[int, httpx.Headers, bytes]:
+        """Status, headers and body of one GET, redirects within the API's origin followed."""
+        url = self._origin.copy_merge_params(query)
+        deadline = time.monotonic() + self.max_request_seconds
+        try:
+            for _ in range(_MAX_REDIRECTS + 1):
+                with self._http.stream("GET", url) as response:
+                    if response.is_redirect:
+                        url = self._redirect_target(response)
+                        continue
+                    if response.status_code >= 400:
+                        return response.status_code, response.headers, b""
+                    body = read_body(response, limit=self.max_response_bytes, deadline=deadline)
+                    return response.status_code, response.headers, body
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise RetryableError(_one_line(f"{type(exc).__name__}: {exc}")) from None
+        except BodyTimeoutError as exc:
+            raise RetryableError(f"{exc} (over {self.max_request_seconds:g} s)") from None
+        except BodyTooLargeError as exc:
+            raise WikiApiError(
+                "toolarge", f"{self.shown_url}: {exc} (RAG_WIKI_MAX_BYTES sets the limit)"
+            ) from None
+        except BodyEncodingError as exc:
+            raise RetryableError(str(exc)) from None
+        raise WikiApiError("redirect", f"{self.shown_url}: more than {_MAX_REDIRECTS} redirects")
+
+    def _redirect_target(self, response: httpx.Response) -> httpx.URL:
+        location = response.headers.get("Location", "")
+        try:
+            target = response.url.join(location)
+        except httpx.InvalidURL:
+            target = None
+        if target is None or not location or not same_origin(target, self._origin):
+            shown = url_without_credentials(str(target or location))[:200]
+            raise WikiApiError(
+                "redirect",
+                f"{self.shown_url} redirected to {_one_line(shown)}, another scheme, host or "
+                "port: not followed (set RAG_WIKI_API_URL to the address the wiki serves)",
+            )
+        return target
 
     def query_all(self, params: Mapping[str, str | int]) -> Iterator[dict[str, Any]]:
-        """Every batch of an `action=query`, following `continue` until the wiki says done."""
-        continuation: dict[str, Any] = {}
-        while True:
-            data = self.get({"action": "query", **params, **continuation})
-            yield data.get("query", {})
-            next_continue = data.get("continue")
-            if not isinstance(next_continue, dict):
+        """Every batch of an `action=query`, following `continue` until the wiki says done.
+
+        Raises:
+            WikiApiError: (code `listinglimit`) the wiki kept answering `continue` past
+                `max_listing_requests` requests or `max_listing_seconds`, or sent the same
+                `continue` twice.
+        """
+        started = time.monotonic()
+        deadline = started + self.max_listing_seconds
+        what = _listing_name(params)
+        continuation: dict[str, str] = {}
+        seen: set[tuple[tuple[str, str], ...]] = set()
+        for requests in range(1, self.max_listing_requests + 1):
+            if time.monotonic() > deadline:
+                raise WikiApiError(
+                    "listinglimit",
+                    f"listing {what} took more than {self.max_listing_seconds:g} s "
+                    f"({requests - 1} requests; RAG_WIKI_LISTING_TIMEOUT_SECONDS)",
+                )
+            data = self.get({"action": "query", **params, **continuation}, deadline=deadline)
+            yield json_object(data.get("query"))
+            next_continue = json_object(data.get("continue"))
+            if not next_continue:
                 return
-            continuation = {str(k): str(v) for k, v in next_continue.items()}  # type: ignore[misc]
+            continuation = {str(k): str(v) for k, v in next_continue.items()}
+            token = tuple(sorted(continuation.items()))
+            if token in seen:
+                raise WikiApiError(
+                    "listinglimit", f"listing {what}: the wiki sent the same `continue` twice"
+                )
+            seen.add(token)
+        raise WikiApiError(
+            "listinglimit",
+            f"listing {what} still continued after {self.max_listing_requests} requests "
+            "(RAG_WIKI_MAX_LISTING_REQUESTS)",
+        )
 
     def siteinfo(self) -> SiteInfo:
         """The wiki's name, version, server, article path and clock (cached per client)."""
         with self._siteinfo_lock:  # fetch threads ask at once; one request answers all
             if self._siteinfo is not None:
                 return self._siteinfo
-            data = self.get({"action": "query", "meta": "siteinfo", "siprop": "general"})
-            general = data["query"]["general"]
+            general = self._general()
             self._siteinfo = SiteInfo(
                 sitename=str(general.get("sitename", "")),
                 generator=str(general.get("generator", "")),
@@ -219,51 +329,53 @@ class MediaWikiClient:
 
     def server_time(self) -> str:
         """The wiki's clock now (uncached: the change sensor starts its cursor there)."""
+        return str(self._general().get("time", ""))
+
+    def _general(self) -> dict[str, Any]:
         data = self.get({"action": "query", "meta": "siteinfo", "siprop": "general"})
-        return str(data["query"]["general"].get("time", ""))
+        general = json_object(json_object(data.get("query")).get("general"))
+        if not general:
+            raise WikiApiError("malformed", f"{self.shown_url}: siteinfo without `general`")
+        return general
 
     def _count(self) -> None:
         with self._lock:
             self.request_count += 1
 
     def _note_warnings(self, warnings: object, query: Mapping[str, str | int]) -> None:
-        if not isinstance(warnings, dict):
-            return
-        for module, warning in warnings.items():  # type: ignore[misc]
-            text = warning.get("warnings", warning) if isinstance(warning, dict) else warning  # type: ignore[misc]
-            message = f"{module}: {text}"
+        for module, warning in json_object(warnings).items():
+            text = json_object(warning).get("warnings", warning)
+            message = _one_line(f"{module}: {text}")
             logger.warning("MediaWiki API warning (%s): %s", query.get("action"), message)
             with self._lock:
                 if message not in self.warnings:
                     self.warnings.append(message)
 
 
-class _MalformedResponseError(ValueError):
-    pass
+def _log_retry(attempt: int, wait: float, problem: str) -> None:
+    logger.info("wiki request failed (%s); retry %d in %.1f s", problem, attempt, wait)
 
 
-def _decode(response: httpx.Response) -> dict[str, Any]:
+def _listing_name(params: Mapping[str, str | int]) -> str:
+    kind = params.get("list") or params.get("prop") or params.get("meta") or "query"
+    target = params.get("cmtitle") or ""
+    return _one_line(f"{kind} {target}".strip())[:120]
+
+
+def _one_line(text: str) -> str:
+    """Server text as one printable line of at most 300 characters."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text[:2000]).split())[:300]
+
+
+def _decode(body: bytes) -> dict[str, Any]:
     try:
-        data = response.json()
+        data = json.loads(body)
     except ValueError as exc:
         # A proxy's HTML error page or a response cut off mid-way: worth another try.
-        raise _MalformedResponseError(f"response is not JSON ({exc})") from exc
+        raise RetryableError(_one_line(f"response is not JSON ({exc})")) from None
     if not isinstance(data, dict):
-        raise _MalformedResponseError("response is not a JSON object")
-    return data  # type: ignore[return-value]
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a `Retry-After` header (MediaWiki sends seconds; HTTP dates are rare)."""
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        try:
-            return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-        except (TypeError, ValueError):
-            return None
+        raise RetryableError("response is not a JSON object")
+    return json_object(data)
 
 
 def article_address(pattern: str, title: str) -> str:

@@ -9,7 +9,9 @@ never requested.
 Subcategories are followed breadth-first up to a depth limit, each at most once (category
 graphs on wikis have cycles); a page reached through several paths keeps the shortest one as
 its breadcrumb. Redirects are resolved to their targets, so a redirect and its target are one
-document; titles that do not exist are reported, not indexed.
+document; titles that do not exist are reported, not indexed. An entry whose id, namespace or
+revision is not a number is reported as malformed (`MalformedEntry`) and the others are kept:
+one bad page must not hide the rest of its category.
 """
 
 import logging
@@ -18,7 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rag_pipeline.sources.wiki.client import MediaWikiClient, batched
+from rag_pipeline.sources.wiki.client import (
+    MalformedEntryError,
+    MediaWikiClient,
+    batched,
+    json_objects,
+    strict_int,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +73,21 @@ class PageRevision:
 
 
 @dataclass(frozen=True)
+class MalformedEntry:
+    """An entry of the wiki's answer that cannot be a document, and why (one line).
+
+    Attributes:
+        pageid: the page's id when that much could be read, else None.
+        title: the page's title as the wiki gave it.
+        reason: what is wrong with it.
+    """
+
+    pageid: int | None
+    title: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Listing:
     """The pages of one partition, with what could not be resolved.
 
@@ -72,11 +95,13 @@ class Listing:
         pages: each page once, by page id.
         missing: configured titles (or listed ids) the wiki does not have.
         redirects: redirect title → target title, for the titles that were redirects.
+        malformed: pages whose entry could not be read (each fails alone).
     """
 
     pages: tuple[PageRevision, ...]
     missing: tuple[str, ...] = ()
     redirects: tuple[tuple[str, str], ...] = ()
+    malformed: tuple[MalformedEntry, ...] = ()
 
 
 def category_members(
@@ -85,8 +110,12 @@ def category_members(
     *,
     namespaces: Sequence[int] = (0,),
     depth: int = 0,
+    malformed: list[MalformedEntry] | None = None,
 ) -> list[Member]:
-    """Pages of `category` and of its subcategories down to `depth` levels, each page once."""
+    """Pages of `category` and of its subcategories down to `depth` levels, each page once.
+
+    Entries that cannot be read are appended to `malformed` (when given) and left out.
+    """
     root = category_name(category)
     wanted = set(namespaces)
     seen_categories = {root}
@@ -104,16 +133,22 @@ def category_members(
             "cmlimit": 500,
         }
         for batch in client.query_all(params):
-            for item in batch.get("categorymembers", []):
-                ns = int(item.get("ns", 0))
-                title = str(item["title"])
+            for item in _entries(batch, "categorymembers"):
+                title = str(item.get("title", ""))
+                try:
+                    ns = strict_int(item.get("ns", 0), "ns")
+                    pageid = strict_int(item.get("pageid"), "pageid")
+                except MalformedEntryError as exc:
+                    if malformed is not None:
+                        malformed.append(_malformed(item, title, exc))
+                    continue
                 if ns == CATEGORY_NAMESPACE and follow:
                     sub = category_name(title)
                     if sub not in seen_categories:
                         seen_categories.add(sub)
                         queue.append((sub, (*path, sub)))
-                if ns in wanted and int(item["pageid"]) not in found:
-                    found[int(item["pageid"])] = Member(int(item["pageid"]), title, ns, path)
+                if ns in wanted and pageid not in found:
+                    found[pageid] = Member(pageid, title, ns, path)
     return list(found.values())
 
 
@@ -124,6 +159,7 @@ def revisions_by_ids(client: MediaWikiClient, members: Iterable[Member]) -> List
     pages: dict[int, PageRevision] = {}
     missing: list[str] = []
     redirects: list[tuple[str, str]] = []
+    malformed: list[MalformedEntry] = []
     for ids in batched([str(i) for i in sorted(by_id)]):
         query = _one_query(
             client,
@@ -135,16 +171,20 @@ def revisions_by_ids(client: MediaWikiClient, members: Iterable[Member]) -> List
             },
         )
         redirect_from = _redirect_map(query, redirects)
-        for page in query.get("pages", []):
+        for page in _entries(query, "pages"):
             if page.get("missing") or "revisions" not in page:
                 # Deleted since the category was listed: it is simply not there any more.
                 missing.append(str(page.get("title", page.get("pageid", "?"))))
                 continue
-            member = by_id.get(int(page["pageid"])) or by_title.get(
-                redirect_from.get(str(page["title"]), "")
-            )
-            pages.setdefault(int(page["pageid"]), _revision(page, member.path if member else ()))
-    return Listing(tuple(pages.values()), tuple(missing), tuple(redirects))
+            try:
+                pageid = strict_int(page.get("pageid"), "pageid")
+                member = by_id.get(pageid) or by_title.get(
+                    redirect_from.get(str(page.get("title")), "")
+                )
+                pages.setdefault(pageid, _revision(page, member.path if member else ()))
+            except MalformedEntryError as exc:
+                malformed.append(_malformed(page, str(page.get("title", "")), exc))
+    return Listing(tuple(pages.values()), tuple(missing), tuple(redirects), tuple(malformed))
 
 
 def revisions_by_titles(client: MediaWikiClient, titles: Iterable[str]) -> Listing:
@@ -153,6 +193,7 @@ def revisions_by_titles(client: MediaWikiClient, titles: Iterable[str]) -> Listi
     pages: dict[int, PageRevision] = {}
     missing: list[str] = []
     redirects: list[tuple[str, str]] = []
+    malformed: list[MalformedEntry] = []
     for chunk in batched(wanted):
         query = _one_query(
             client,
@@ -164,14 +205,19 @@ def revisions_by_titles(client: MediaWikiClient, titles: Iterable[str]) -> Listi
             },
         )
         _redirect_map(query, redirects)
-        for page in query.get("pages", []):
+        for page in _entries(query, "pages"):
             if page.get("missing") or page.get("invalid") or "revisions" not in page:
                 missing.append(str(page.get("title", "?")))
                 continue
-            pages.setdefault(int(page["pageid"]), _revision(page, ()))
+            try:
+                revision = _revision(page, ())
+            except MalformedEntryError as exc:
+                malformed.append(_malformed(page, str(page.get("title", "")), exc))
+                continue
+            pages.setdefault(revision.pageid, revision)
     if missing:
         logger.warning("wiki pages that do not exist (RAG_WIKI_PAGES): %s", ", ".join(missing))
-    return Listing(tuple(pages.values()), tuple(missing), tuple(redirects))
+    return Listing(tuple(pages.values()), tuple(missing), tuple(redirects), tuple(malformed))
 
 
 def _one_query(client: MediaWikiClient, params: dict[str, str | int]) -> dict[str, Any]:
@@ -189,19 +235,37 @@ def _one_query(client: MediaWikiClient, params: dict[str, str | int]) -> dict[st
 def _redirect_map(query: dict[str, Any], redirects: list[tuple[str, str]]) -> dict[str, str]:
     """target title → redirect title, and the pairs appended to `redirects`."""
     back: dict[str, str] = {}
-    for item in query.get("redirects", []):
-        redirects.append((str(item["from"]), str(item["to"])))
-        back[str(item["to"])] = str(item["from"])
+    for item in _entries(query, "redirects"):
+        source, target = item.get("from"), item.get("to")
+        if isinstance(source, str) and isinstance(target, str):
+            redirects.append((source, target))
+            back[target] = source
     return back
 
 
+def _entries(container: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The objects of `container[key]` (a list in formatversion=2); anything else is skipped."""
+    return json_objects(container.get(key))
+
+
 def _revision(page: dict[str, Any], path: tuple[str, ...]) -> PageRevision:
-    latest = page["revisions"][0]
+    revisions = json_objects(page.get("revisions"))
+    if not revisions:
+        raise MalformedEntryError("the page has no readable revision")
+    latest = revisions[0]
     return PageRevision(
-        pageid=int(page["pageid"]),
-        title=str(page["title"]),
-        namespace=int(page.get("ns", 0)),
-        revid=int(latest["revid"]),
+        pageid=strict_int(page.get("pageid"), "pageid"),
+        title=str(page.get("title", "")),
+        namespace=strict_int(page.get("ns", 0), "ns"),
+        revid=strict_int(latest.get("revid"), "revid"),
         timestamp=str(latest.get("timestamp", "")),
         path=path,
     )
+
+
+def _malformed(entry: dict[str, Any], title: str, problem: Exception) -> MalformedEntry:
+    try:
+        pageid: int | None = strict_int(entry.get("pageid"), "pageid")
+    except MalformedEntryError:
+        pageid = None
+    return MalformedEntry(pageid, title[:200], f"malformed wiki entry: {problem}")

@@ -25,6 +25,11 @@ Content comes from `action=parse` (the HTML the wiki itself renders, templates e
 HTML normalizer strips MediaWiki's chrome) rather than `rvprop=content` wikitext: templates such
 as `{{Note|…}}` and transcluded pages only exist in the rendered HTML. Exports have no rendered
 HTML, so their wikitext goes through the small renderer in `wikitext.py`.
+
+One bad page fails alone: a page larger than `max_bytes` (`RAG_WIKI_MAX_BYTES`, like the files
+source's cap), an answer for it that is malformed (a revid that is no number; `documents.py`),
+or a listing or export entry without numeric ids is recorded as that document's failure with a
+one-line reason, its previous version stays searchable, and the other pages are indexed.
 """
 
 import json
@@ -35,24 +40,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rag_pipeline.core.models import FailedDocument, SourceFormat
-from rag_pipeline.core.source import ChainOptions, DocumentRef, Source, SourceDocument
+from rag_pipeline.core.models import FailedDocument
+from rag_pipeline.core.source import (
+    ChainOptions,
+    DocumentRef,
+    Source,
+    SourceDocument,
+    document_key,
+)
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.wiki.client import (
+    DEFAULT_MAX_LISTING_REQUESTS,
+    DEFAULT_MAX_LISTING_SECONDS,
     DEFAULT_USER_AGENT,
     MediaWikiClient,
     WikiApiError,
-    article_address,
 )
 from rag_pipeline.sources.wiki.discovery import (
+    MalformedEntry,
     PageRevision,
     category_members,
     category_name,
     revisions_by_ids,
     revisions_by_titles,
 )
-from rag_pipeline.sources.wiki.wikitext import wikitext_to_html
-from rag_pipeline.sources.wiki.xml_export import ExportPage, read_pages, read_site
+from rag_pipeline.sources.wiki.documents import (
+    PARSE_PARAMS,
+    PageTooLargeError,
+    exported_document,
+    rendered_document,
+)
+from rag_pipeline.sources.wiki.xml_export import MalformedPage, read_pages, read_site
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +79,14 @@ PAGES_PARTITION = "pages"
 CATEGORY_PREFIX = "Category:"
 EXPORT_PREFIX = "export:"
 DEMO_EXPORT_PARTITION = "export:demo"
-BREADCRUMB_SEPARATOR = " › "
 # Dagster partition keys may not contain these.
 _FORBIDDEN_IN_KEYS = set("|,[]")
 # The page is gone (deleted, or its id never existed): not a failure, the page just vanished.
 _VANISHED_CODES = frozenset({"missingtitle", "nosuchpageid", "missingpage"})
+DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+# A parse answer holds the page's HTML JSON-escaped (quotes double) plus categories and title.
+_RESPONSE_BYTES_PER_PAGE_BYTE = 4
+_RESPONSE_OVERHEAD_BYTES = 1024 * 1024
 
 
 class WikiConfigError(ValueError):
@@ -95,6 +116,9 @@ class WikiConfig:
         user_agent: sent with every request.
         xml_file: an XML export to import instead of the API.
         language: the language of the wiki's pages (the iDempiere English wiki: en_US).
+        max_bytes: the largest page (rendered HTML, or an export's wikitext) indexed.
+        max_listing_requests: requests one listing may make (`continue` pages).
+        max_listing_seconds: seconds one listing may take.
     """
 
     api_url: str | None = None
@@ -106,6 +130,9 @@ class WikiConfig:
     user_agent: str = DEFAULT_USER_AGENT
     xml_file: Path | None = None
     language: str = "en_US"
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_listing_requests: int = DEFAULT_MAX_LISTING_REQUESTS
+    max_listing_seconds: float = DEFAULT_MAX_LISTING_SECONDS
 
     @classmethod
     def from_settings(cls, settings: Settings, *, xml_file: Path | None = None) -> "WikiConfig":
@@ -119,7 +146,15 @@ class WikiConfig:
             max_concurrency=settings.wiki_max_concurrency,
             user_agent=settings.wiki_user_agent,
             xml_file=xml_file,
+            max_bytes=settings.wiki_max_bytes,
+            max_listing_requests=settings.wiki_max_listing_requests,
+            max_listing_seconds=settings.wiki_listing_timeout_seconds,
         )
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The largest API response read: a parse answer for a page of `max_bytes`."""
+        return self.max_bytes * _RESPONSE_BYTES_PER_PAGE_BYTE + _RESPONSE_OVERHEAD_BYTES
 
     @property
     def offline(self) -> bool:
@@ -209,6 +244,9 @@ class WikiSource(Source):
                 config.api_url,
                 user_agent=config.user_agent,
                 max_concurrency=config.max_concurrency,
+                max_response_bytes=config.max_response_bytes,
+                max_listing_requests=config.max_listing_requests,
+                max_listing_seconds=config.max_listing_seconds,
             )
 
     @property
@@ -228,6 +266,7 @@ class WikiSource(Source):
         if partition_key.startswith(EXPORT_PREFIX):
             yield from self._list_export(partition_key)
             return
+        malformed: list[MalformedEntry] = []
         if partition_key == PAGES_PARTITION:
             listing = revisions_by_titles(self.client, self.config.pages)
             for title in listing.missing:
@@ -240,6 +279,7 @@ class WikiSource(Source):
                 partition_key,
                 namespaces=self.config.namespaces,
                 depth=self.config.category_depth,
+                malformed=malformed,
             )
             listing = revisions_by_ids(self.client, members)
         else:
@@ -247,8 +287,15 @@ class WikiSource(Source):
                 f"unknown wiki partition {partition_key!r}: expected Category:<Name>, "
                 f"{PAGES_PARTITION!r} or export:<file>"
             )
+        for entry in (*malformed, *listing.malformed):
+            yield self._failed(entry.pageid, entry.title, entry.reason)
         for page in listing.pages:
             yield self._ref(page)
+
+    def _failed(self, pageid: int | None, title: str, reason: str) -> FailedDocument:
+        """A listed page that cannot be a document: by its key if its id is known."""
+        key = document_key(str(pageid), self.config.language) if pageid is not None else ""
+        return FailedDocument(key or f"title:{title[:200]}", "raw", reason)
 
     def fetch(self, refs: Sequence[DocumentRef]) -> Iterator[SourceDocument | FailedDocument]:
         """The pages of `refs`: rendered HTML from `action=parse`, or an export's wikitext."""
@@ -271,56 +318,31 @@ class WikiSource(Source):
         locator = _Locator.loads(ref.locator)
         try:
             site = self.client.siteinfo()
-            data = self.client.get(
-                {
-                    "action": "parse",
-                    "pageid": ref.source_id,
-                    "prop": "text|categories|revid|displaytitle",
-                    # Edit links, the TOC and the limit report are chrome, not content.
-                    "disableeditsection": 1,
-                    "disabletoc": 1,
-                    "disablelimitreport": 1,
-                }
+            data = self.client.get({**PARSE_PARAMS, "pageid": ref.source_id})
+            return rendered_document(
+                data,
+                ref,
+                listed_title=locator.title,
+                path=locator.path,
+                site=site,
+                max_bytes=self.config.max_bytes,
             )
         except WikiApiError as exc:
             if exc.code in _VANISHED_CODES:
                 return None  # deleted since the listing: the pipeline treats it as deleted
             return FailedDocument(ref.key, "raw", str(exc))
-        parse = data.get("parse", {})
-        text = parse.get("text", "")
-        if isinstance(text, dict):  # formatversion=1 shape, from an old wiki or a proxy
-            text = text.get("*", "")
-        title = str(parse.get("title") or locator.title)
-        categories = [
-            str(c.get("category", c.get("*", ""))).replace("_", " ")
-            for c in parse.get("categories", [])
-            if not c.get("hidden")
-        ]
-        url = site.page_url(title)
-        return SourceDocument(
-            source_id=ref.source_id,
-            language=ref.language,
-            # The revision actually rendered: newer than the listing's if edited in between.
-            version=str(parse.get("revid") or ref.version),
-            title=title,
-            original_format=SourceFormat.HTML,
-            body=str(text),
-            breadcrumb=_breadcrumb(locator.path, categories),
-            url=url,
-            metadata={
-                "pageid": int(ref.source_id),
-                "revid": int(parse.get("revid") or ref.version),
-                "title": title,
-                "url": url,
-                "categories": categories,
-                "category_path": list(locator.path),
-                "wiki": site.sitename,
-            },
-        )
+        except PageTooLargeError as exc:
+            return FailedDocument(ref.key, "raw", str(exc))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MalformedEntryError too
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            return FailedDocument(ref.key, "raw", f"malformed parse answer: {reason}")
 
     def _list_export(self, partition_key: str) -> Iterator[DocumentRef | FailedDocument]:
         path = export_path(partition_key)
         for page in read_pages(path):
+            if isinstance(page, MalformedPage):
+                yield self._failed(page.pageid, page.title, f"{path.name}: {page.reason}")
+                continue
             if page.namespace not in self.config.namespaces or page.redirect:
                 continue
             locator = _Locator(page.title, export=str(path))
@@ -328,7 +350,9 @@ class WikiSource(Source):
                 str(page.pageid), self.config.language, str(page.revid), locator.dumps()
             )
 
-    def _fetch_export(self, refs: Sequence[DocumentRef]) -> Iterator[SourceDocument]:
+    def _fetch_export(
+        self, refs: Sequence[DocumentRef]
+    ) -> Iterator[SourceDocument | FailedDocument]:
         by_file: dict[str, dict[str, DocumentRef]] = {}
         for ref in refs:
             by_file.setdefault(_Locator.loads(ref.locator).export, {})[ref.source_id] = ref
@@ -336,39 +360,15 @@ class WikiSource(Source):
             site = read_site(Path(file))
             for page in read_pages(Path(file)):
                 ref = wanted.get(str(page.pageid))
-                if ref is not None:
-                    yield _exported_document(page, ref, site.article_url, site.sitename)
-
-
-def _exported_document(
-    page: ExportPage, ref: DocumentRef, article_url: str, sitename: str
-) -> SourceDocument:
-    rendered = wikitext_to_html(page.text, article_url=article_url)
-    url = article_address(article_url, page.title) if article_url else ""
-    categories = list(rendered.categories)
-    return SourceDocument(
-        source_id=ref.source_id,
-        language=ref.language,
-        version=str(page.revid),
-        title=page.title,
-        original_format=SourceFormat.HTML,
-        body=rendered.html,
-        breadcrumb=_breadcrumb((), categories),
-        url=url,
-        metadata={
-            "pageid": page.pageid,
-            "revid": page.revid,
-            "title": page.title,
-            "url": url,
-            "categories": categories,
-            "timestamp": page.timestamp,
-            "wiki": sitename,
-        },
-    )
-
-
-def _breadcrumb(path: Sequence[str], categories: Sequence[str]) -> str:
-    """The category path that reached the page; else the page's first category."""
-    if path:
-        return BREADCRUMB_SEPARATOR.join(path)
-    return categories[0] if categories else ""
+                if ref is None:
+                    continue
+                if isinstance(page, MalformedPage):
+                    yield FailedDocument(ref.key, "raw", f"{Path(file).name}: {page.reason}")
+                    continue
+                yield exported_document(
+                    page,
+                    ref,
+                    article_url=site.article_url,
+                    sitename=site.sitename,
+                    max_bytes=self.config.max_bytes,
+                )
