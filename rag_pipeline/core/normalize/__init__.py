@@ -8,11 +8,12 @@ Editor.js, GFM or HTML come out byte-identical.
 
 from typing import Any
 
+from rag_pipeline.core.frontmatter import front_matter_block
 from rag_pipeline.core.models import SourceFormat
 from rag_pipeline.core.normalize.document import MarkdownDocument, NormalizationError
 from rag_pipeline.core.normalize.editorjs import editorjs_to_tree
 from rag_pipeline.core.normalize.html import convert_tree, html_to_markdown, prepare_tree
-from rag_pipeline.core.normalize.markdown import canonicalize_with_heading, split_front_matter
+from rag_pipeline.core.normalize.markdown import canonicalize_with_heading
 from rag_pipeline.core.normalize.text import text_to_markdown
 from rag_pipeline.core.time_budget import BudgetExpired, time_budget
 
@@ -36,7 +37,7 @@ def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocu
     elif fmt is SourceFormat.TEXT:
         raw, metadata, base_url = text_to_markdown(body), {}, None
     else:
-        front_matter, rest = split_front_matter(body)
+        front_matter, rest = front_matter_block(body)
         markdown, heading = canonicalize_with_heading(rest, base_url=base_url)
         if front_matter:
             markdown = f"{front_matter}\n\n{markdown}" if markdown else f"{front_matter}\n"
