@@ -14,6 +14,7 @@ from markdown_it.token import Token
 
 from rag_pipeline.core.chunking.text import NEWLINE, DocumentText, Piece
 from rag_pipeline.core.frontmatter import front_matter_bounds
+from rag_pipeline.core.time_budget import Deadline, watch_parser
 
 BLOCK_KINDS = {
     "bullet_list_open": "list",
@@ -33,12 +34,12 @@ CONTAINERS = ("bullet_list_open", "ordered_list_open", "list_item_open", "blockq
 @cache
 def _block_parser() -> MarkdownIt:
     # Inline parsing is a third of the parse time and only heading titles need it.
-    return MarkdownIt("commonmark").enable("table").disable("inline")
+    return watch_parser(MarkdownIt("commonmark").enable("table").disable("inline"))
 
 
 @cache
 def _inline_parser() -> MarkdownIt:
-    return MarkdownIt("commonmark")
+    return watch_parser(MarkdownIt("commonmark"))
 
 
 @dataclass
@@ -107,7 +108,7 @@ class _BlockParser:
             parse_text = "\n" * newlines + doc[end:]
             self._add_block(0, end, "front_matter", "lines", None)
             prev_end = end
-        tokens = _block_parser().parse(parse_text)
+        tokens = _block_parser().parse(parse_text, text.deadline.env())
         parsed.tokens = tokens
         i = 0
         while i < len(tokens):
@@ -124,7 +125,8 @@ class _BlockParser:
                 index = self._add_block(start, end, kind, "node", (i, close))
                 if tok.type == "heading_open":
                     level = int(tok.tag[1:])
-                    parsed.headings[index] = (level, plain_inline(tokens[i + 1].content))
+                    title = plain_inline(tokens[i + 1].content, text.deadline)
+                    parsed.headings[index] = (level, title)
                 prev_end = end
             i = close + 1
         self._add_gap(prev_end, len(doc))
@@ -149,7 +151,7 @@ class _BlockParser:
             self._add_block(start + lead, end, "text", "lines", None)
 
 
-def plain_inline(source: str) -> str:
+def plain_inline(source: str, deadline: Deadline) -> str:
     """Return the visible text of an inline Markdown snippet (a heading's title)."""
     parts: list[str] = []
 
@@ -162,5 +164,5 @@ def plain_inline(source: str) -> str:
             if tok.children:
                 walk(tok.children)
 
-    walk(_inline_parser().parseInline(source))
+    walk(_inline_parser().parseInline(source, deadline.env()))
     return " ".join("".join(parts).split())

@@ -16,7 +16,7 @@ from rag_pipeline.core.chunking.settings import (
 from rag_pipeline.core.chunking.split import Splitter
 from rag_pipeline.core.chunking.text import DocumentText, Piece
 from rag_pipeline.core.models import Chunk, Section
-from rag_pipeline.core.time_budget import BudgetExpired, time_budget
+from rag_pipeline.core.time_budget import Deadline, TimeBudgetError
 
 # A tokenizer that is not additive over whitespace makes the block-sum estimate low; each
 # retry shrinks the room by the observed overshoot, so this is never reached in practice.
@@ -55,10 +55,10 @@ def chunk_markdown(
     """
     if not markdown.strip():
         return [], []
+    deadline = Deadline.after(time_budget_seconds)
     try:
-        with time_budget(time_budget_seconds):
-            return _Chunker(markdown, title, breadcrumb, count_tokens, settings).run()
-    except BudgetExpired:
+        return _Chunker(markdown, title, breadcrumb, count_tokens, settings, deadline).run()
+    except TimeBudgetError:
         raise ChunkLimitError(
             f"document took more than {time_budget_seconds:g} s to chunk (RAG_MAX_CONVERT_SECONDS)"
         ) from None
@@ -74,8 +74,9 @@ class _Chunker:
         breadcrumb: str,
         count_tokens: TokenCounter,
         settings: ChunkingSettings,
+        deadline: Deadline,
     ) -> None:
-        self._text = DocumentText(doc, count_tokens, settings)
+        self._text = DocumentText(doc, count_tokens, settings, deadline)
         self._title = title
         self._breadcrumb = breadcrumb
         self._settings = settings

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from rag_pipeline.core.chunking.settings import ChunkingSettings, TokenCounter
+from rag_pipeline.core.time_budget import Deadline
 
 # markdown-it splits lines exactly like this (after its own normalisation), so line numbers
 # in token maps match these offsets even for CR or CRLF documents.
@@ -39,10 +40,20 @@ class Piece:
 
 
 class DocumentText:
-    """One document's text with its line index and cached token counts."""
+    """One document's text with its line index and cached token counts.
 
-    def __init__(self, doc: str, count_tokens: TokenCounter, settings: ChunkingSettings) -> None:
+    Every token count checks the deadline: counting is what every step of chunking does.
+    """
+
+    def __init__(
+        self,
+        doc: str,
+        count_tokens: TokenCounter,
+        settings: ChunkingSettings,
+        deadline: Deadline | None = None,
+    ) -> None:
         self.doc = doc
+        self.deadline = deadline or Deadline()
         self.count = count_tokens
         self.settings = settings
         self.specials = count_tokens("")
@@ -59,6 +70,7 @@ class DocumentText:
 
     def cost(self, text: str) -> int:
         """Model tokens of `text`, but never fewer than its share of the character budget."""
+        self.deadline.check()
         settings = self.settings
         floor = -(-len(text) * settings.max_tokens // settings.max_chunk_chars)
         return max(self.count(text) - self.specials, floor, 0)
