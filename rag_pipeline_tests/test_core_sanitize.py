@@ -11,13 +11,13 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
+from rag_pipeline.core.models import SourceFormat
+from rag_pipeline.core.normalize import to_markdown
 from rag_pipeline.core.sanitize import (
     FORBIDDEN_CHARACTERS,
     SANITIZER_VERSION,
     SanitizeResult,
-    decode_percent_encoded,
     find_forbidden,
-    sanitize_bytes,
     sanitize_text,
 )
 
@@ -31,11 +31,11 @@ def hrefs(markdown: str) -> list[str]:
     return [re.sub("%[0-9a-f]{2}", lambda m: m.group().upper(), href) for href in found]
 
 
-def check(source: str, expected: str, counts: dict[str, int], **options: bool) -> None:
-    result = sanitize_text(source, **options)
+def check(source: str, expected: str, counts: dict[str, int]) -> None:
+    result = sanitize_text(source)
     assert result.text == expected
     assert result.counts == counts
-    again = sanitize_text(result.text, **options)
+    again = sanitize_text(result.text)
     assert again == SanitizeResult(result.text, {})
 
 
@@ -74,32 +74,7 @@ def test_find_forbidden(text: str, found: list[tuple[int, str]]) -> None:
     assert bool(FORBIDDEN_CHARACTERS.search(text)) == bool(found)
 
 
-# --- rule 1: invalid UTF-8 and surrogates --------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("data", "text", "repaired"),
-    [
-        (b"caf\xc3\xa9", "café", 0),
-        (b"caf\xe9", "caf\ufffd", 1),  # Latin-1 byte
-        (b"\xff\xfe", "\ufffd\ufffd", 2),
-        (b"a\xe2\x82", "a\ufffd", 1),  # truncated sequence: one maximal subpart
-        (b"\xc0\xaf", "\ufffd\ufffd", 2),  # overlong '/'
-        (b"\xed\xa0\x80", "\ufffd\ufffd\ufffd", 3),  # an encoded surrogate
-        (b"keep \xef\xbf\xbd", "keep \ufffd", 0),  # a real U+FFFD is not a repair
-    ],
-)
-def test_sanitize_bytes_repairs_invalid_utf8(data: bytes, text: str, repaired: int) -> None:
-    result = sanitize_bytes(data)
-    assert result.text == text
-    assert result.counts.get("invalid_utf8_repaired", 0) == repaired
-
-
-def test_sanitize_bytes_drops_the_bom_and_sanitizes() -> None:
-    result = sanitize_bytes(b"\xef\xbb\xbfLine\r\n\x00")
-    assert result == SanitizeResult(
-        "Line\n", {"zero_width_removed": 1, "newlines_normalized": 1, "nul_removed": 1}
-    )
+# --- rule 1: surrogates --------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -372,88 +347,35 @@ def test_percent_escapes_that_stay(source: str) -> None:
     check(source, source, {})
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("Main%20Page", "Main Page"),
-        ("Caf%C3%A9", "Café"),
-        ("caf%c3%a9", "café"),
-        ("%F0%9F%98%80", "😀"),
-        ("a+b", "a+b"),
-        ("%2B", "+"),
-        ("A%2FB", "A/B"),
-        ("100%25", "100%"),
-        ("50% off", "50% off"),
-        ("100%", "100%"),
-        ("%", "%"),
-        ("%ZZ", "%ZZ"),
-        ("%2", "%2"),
-        ("%C3", "%C3"),  # truncated
-        ("%C3%A9%FF", "é%FF"),
-        ("%C0%AF", "%C0%AF"),  # overlong
-        ("%ED%A0%80", "%ED%A0%80"),  # surrogate
-        ("%00%0A%7F", "%00%0A%7F"),  # controls stay encoded
-        ("%E2%80%8B%C2%A0", "%E2%80%8B%C2%A0"),  # invisible characters stay encoded
-        ("Hello%20World%21", "Hello World!"),  # the seed's example, for a title
-    ],
-)
-def test_decode_percent_encoded(value: str, expected: str) -> None:
-    assert decode_percent_encoded(value) == expected
+# --- entities: decoded by the Markdown stage, left alone here ------------------------------
 
 
-# --- rule 7: entities ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("source", "expected", "decoded"),
-    [
-        ("&amp;lt;", "\\&lt;", 1),  # the text '&lt;', never '<'
-        ("AT&amp;T", "AT&T", 1),
-        ("&amp;nbsp; and &amp;#42;", "\\&nbsp; and \\&#42;", 2),
-        ("a &lt; b &gt; c", "a < b > c", 2),
-        ("&lt;b&gt;bold&lt;/b&gt;", "\\<b>bold\\</b>", 4),
-        ("&gt; not a quote", "\\> not a quote", 1),
-        ("&quot;x&quot; &#39;y&#39;", "\"x\" 'y'", 4),
-        ("caf&eacute; &copy; &#x20AC;", "café © €", 3),
-        ("a&nbsp;b", "a\u00a0b", 1),
-        ("&#42;not em&#42; &#35; &#124;", "\\*not em\\* \\# \\|", 4),
-        ("| a&#124;b | c |\n| - | - |\n", "| a\\|b | c |\n| - | - |\n", 1),
-        ("&#x85; &#0;", "\ufffd \ufffd", 2),  # what markdown-it renders for invalid codes
-    ],
-)
-def test_entities_are_decoded_once(source: str, expected: str, decoded: int) -> None:
-    check(source, expected, {"entities_decoded": decoded}, decode_entities=True)
-    assert RENDERER.render(expected) == RENDERER.render(source)
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        "`&amp;` and\n\n```\n&amp;\n```",  # code
-        "&#96;",  # even an escaped backtick closes code spans
-        "&#65;&#32;&#10;",  # letters, spaces and newlines
-        "&nbsp;x",  # markdown-it trims Unicode spaces at the content edges
-        "&nbsp;| a | b |\n|---|---|",
-        "*&eacute;*",  # a letter next to `*` would change emphasis flanking
-        "<a &gt; &nbsp;",  # next to a raw `<`
-        "[a&amp;b]\n\n[a&amp;b]: /u",  # a reference label
-        "&#x200B;&#x200D;&#xFEFF;&#x2028;&shy;",  # invisible or forbidden characters
-        "e&#x301;",  # combining marks
-        "&unknown; &amp &#xZZ;",  # not entities
-    ],
-)
-def test_entities_that_stay(source: str) -> None:
-    check(source, source, {}, decode_entities=True)
-
-
-def test_entities_are_not_decoded_by_default() -> None:
+def test_entities_are_not_decoded() -> None:
     check("AT&amp;T &lt;x&gt;", "AT&amp;T &lt;x&gt;", {})
 
 
-def test_seed_html_entity_decode() -> None:
-    result = sanitize_text("Hello &amp; World &lt;test&gt;", decode_entities=True)
-    assert result.text == "Hello & World \\<test>"
-    assert RENDERER.render(result.text) == "<p>Hello &amp; World &lt;test&gt;</p>\n"
+@pytest.mark.parametrize(
+    ("fmt", "body"),
+    [
+        (SourceFormat.MARKDOWN, "Hello &amp; World &lt;test&gt; caf&eacute;"),
+        (SourceFormat.HTML, "<p>Hello &amp; World &lt;test&gt; caf&eacute;</p>"),
+        (
+            SourceFormat.EDITORJS,
+            '{"blocks":[{"type":"paragraph","data":{"text":'
+            '"Hello &amp; World &lt;test&gt; caf&eacute;"}}]}',
+        ),
+    ],
+)
+def test_seed_html_entity_decode_is_done_by_the_markdown_stage(
+    fmt: SourceFormat, body: str
+) -> None:
+    # The seed decodes entities in the sanitizer; here every converter decodes them, so
+    # what reaches the sanitizer reads "Hello & World <test> café" and holds no entity.
+    markdown = to_markdown(body, fmt).markdown
+    assert "&amp;" not in markdown
+    assert "&eacute;" not in markdown
+    assert RENDERER.render(markdown) == "<p>Hello &amp; World &lt;test&gt; café</p>\n"
+    assert sanitize_text(markdown).text == markdown
 
 
 # --- all rules together ------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """Property tests for rag_pipeline.core.sanitize.
 
-Inputs are arbitrary Unicode (surrogates, controls, noncharacters and all), random bytes,
-and Markdown assembled from fragments that exercise every rule. Whatever comes in, the
-output is a fixed point, NFC, free of forbidden characters and UTF-8 encodable; code block
-content is untouched; and (zero-width characters aside) the HTML that markdown-it renders
-is the same before and after, so no rule changes what a document says.
+Inputs are arbitrary Unicode (surrogates, controls, noncharacters and all) and Markdown
+assembled from fragments that exercise every rule. Whatever comes in, the output is a fixed
+point, NFC, free of forbidden characters and UTF-8 encodable; code block content is
+untouched; and (zero-width characters aside) the HTML that markdown-it renders is the same
+before and after, so no rule changes what a document says.
 """
 
 import re
@@ -18,7 +18,6 @@ from markdown_it import MarkdownIt
 from rag_pipeline.core.sanitize import (
     FORBIDDEN_CHARACTERS,
     SanitizeResult,
-    sanitize_bytes,
     sanitize_text,
 )
 
@@ -53,8 +52,8 @@ def assert_clean(result: SanitizeResult) -> None:
     assert all(value > 0 for value in result.counts.values())
 
 
-def assert_fixed_point(result: SanitizeResult, decode_entities: bool = False) -> None:
-    again = sanitize_text(result.text, decode_entities=decode_entities)
+def assert_fixed_point(result: SanitizeResult) -> None:
+    again = sanitize_text(result.text)
     assert again.text == result.text
     assert again.counts == {}
 
@@ -68,32 +67,9 @@ def test_arbitrary_unicode(text: str) -> None:
 
 
 @SETTINGS
-@given(markdown, st.booleans())
-def test_markdown_mixtures(text: str, decode_entities: bool) -> None:
-    result = sanitize_text(text, decode_entities=decode_entities)
-    assert_clean(result)
-    assert_fixed_point(result, decode_entities)
-
-
-@SETTINGS
-@given(st.binary(max_size=300))
-def test_arbitrary_bytes(data: bytes) -> None:
-    result = sanitize_bytes(data)
-    assert_clean(result)
-    assert_fixed_point(result)
-    assert result.text == sanitize_text(data.decode("utf-8", "replace")).text
-
-
-@SETTINGS
-@given(
-    st.lists(
-        st.one_of(st.sampled_from([b"\xef\xbb\xbf", b"\r\n", b"\xc3\xa9", b"%20", b"  \n"]),
-                  st.binary(max_size=4)),
-        max_size=40,
-    ).map(b"".join)
-)  # fmt: skip
-def test_mostly_valid_bytes(data: bytes) -> None:
-    result = sanitize_bytes(data)
+@given(markdown)
+def test_markdown_mixtures(text: str) -> None:
+    result = sanitize_text(text)
     assert_clean(result)
     assert_fixed_point(result)
 
@@ -117,9 +93,9 @@ def render(text: str) -> str:
 
 
 @SETTINGS
-@given(st.lists(rendering_fragments, max_size=50).map("".join), st.booleans())
-def test_rendered_html_is_unchanged(text: str, decode_entities: bool) -> None:
-    result = sanitize_text(text, decode_entities=decode_entities)
+@given(st.lists(rendering_fragments, max_size=50).map("".join))
+def test_rendered_html_is_unchanged(text: str) -> None:
+    result = sanitize_text(text)
     assert render(result.text) == render(text)
 
 
@@ -145,9 +121,9 @@ def test_fenced_code_content_is_byte_identical(
     longest = max((len(run) for run in re.findall(f"{re.escape(marker)}+", content)), default=0)
     fence = marker * max(3, longest + 1)
     block = f"{fence}{info}\n{content}\n{fence}\n"
-    result = sanitize_text(f"{before}\n\n{block}\n{after}", decode_entities=True)
+    result = sanitize_text(f"{before}\n\n{block}\n{after}")
     assert block in result.text
-    assert_fixed_point(result, decode_entities=True)
+    assert_fixed_point(result)
 
 
 @SETTINGS

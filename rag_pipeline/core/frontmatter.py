@@ -1,4 +1,7 @@
-"""YAML front matter at the top of a Markdown file, split off into metadata.
+"""YAML front matter at the top of a Markdown file: where it ends, and its metadata.
+
+This module is the one place that decides what front matter is (`front_matter_bounds`); the
+Markdown converter keeps such a block verbatim and the chunker keeps it as one opaque block.
 
 Front matter comes from whoever wrote the file, so it is parsed defensively: a 420-byte
 "billion laughs" of YAML aliases once expanded to gigabytes. Aliases are refused outright
@@ -12,12 +15,58 @@ from typing import Any, cast
 import yaml
 from yaml.nodes import Node
 
-from rag_pipeline.core.normalize.markdown import split_front_matter as find_front_matter
-
 # Generous for metadata (titles, tags, dates), tiny next to what a bomb needs.
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 MAX_FRONT_MATTER_DEPTH = 16
 MAX_FRONT_MATTER_NODES = 10_000
+
+
+def front_matter_bounds(text: str) -> tuple[int, int] | None:
+    """Find a leading YAML front-matter block.
+
+    Front matter is a first line `---`, then lines whose first non-blank one is a `key:` (or
+    a YAML comment), then a line `---` or `...`; anything else that opens with `---` is a
+    thematic break. Lines end at `\n` (a `\r` before it belongs to the line).
+
+    Args:
+        text: Markdown text.
+
+    Returns:
+        `(end, rest)`: the offset where the closing line ends (before its `\n`) and where the
+        text after the block starts; None when the text has no front matter.
+    """
+    first_end = text.find("\n")
+    if first_end < 0 or text[:first_end].rstrip() != "---":
+        return None
+    start = first_end + 1
+    while True:
+        end = text.find("\n", start)
+        stop = len(text) if end < 0 else end
+        if text[start:stop].rstrip() in ("---", "..."):
+            inner = (line.lstrip() for line in text[first_end + 1 : start].split("\n"))
+            first = next((line for line in inner if line), "")
+            if not (first.startswith("#") or ":" in first):
+                return None
+            return stop, min(stop + 1, len(text))
+        if end < 0:
+            return None
+        start = end + 1
+
+
+def front_matter_block(text: str) -> tuple[str, str]:
+    """Split a leading front-matter block (see `front_matter_bounds`) off a Markdown text.
+
+    Args:
+        text: Markdown text that may start with a `---` ... `---` YAML block.
+
+    Returns:
+        `(block, rest)`: the block including its fences ("" when there is none) and the
+        remaining text.
+    """
+    bounds = front_matter_bounds(text)
+    if bounds is None:
+        return "", text
+    return text[: bounds[0]], text[bounds[1] :]
 
 
 class FrontMatterError(ValueError):
@@ -54,10 +103,10 @@ class _GuardedLoader(yaml.SafeLoader):
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """Return the front matter as a JSON-ready dict and the text after it.
 
-    What counts as front matter is the normalizer's rule (a leading `---` block whose first
+    What counts as front matter is `front_matter_bounds` (a leading `---` block whose first
     line is a `key:`), so a document that merely opens with a thematic break is content.
     """
-    block, rest = find_front_matter(text)
+    block, rest = front_matter_block(text)
     if not block:
         return {}, text
     inner = "\n".join(block.split("\n")[1:-1])

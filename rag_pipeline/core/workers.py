@@ -10,10 +10,14 @@ fork of a multi-threaded parent), so each worker is a direct child of the pool's
 Each worker asks Linux for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`) and also runs a
 watchdog thread that polls its parent's pid, which works on every platform. The resource
 tracker exits by itself once the parent and every worker have closed its pipe.
+
+`DeadlineRunner` uses the same kind of child for one call at a time with a deadline, for
+parsers that cannot be interrupted otherwise (see `core/time_budget.py`).
 """
 
 import ctypes
 import ctypes.util
+import importlib
 import multiprocessing
 import os
 import signal
@@ -21,6 +25,9 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TypeVar, cast
 
 _PR_SET_PDEATHSIG = 1
 # How often the watchdog looks at the parent pid; a dead parent's workers go within this.
@@ -86,3 +93,117 @@ def _watch(parent_pid: int) -> None:
         if os.getppid() != parent_pid:
             # os._exit: no cleanup handlers, which could block on the dead parent's queues.
             os._exit(1)
+
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
+
+
+class DeadlineExceededError(Exception):
+    """A call ran past its deadline; its process was killed."""
+
+
+class DeadlineRunner:
+    """Runs calls in one spawned child process and kills it when a call overruns.
+
+    For work that cannot be told to stop (a third-party parser): instead of interrupting a
+    thread, the process running it is killed and a fresh one started for the next call.
+    Arguments, results and exceptions cross the process boundary by pickling. Use a runner
+    from one thread (`thread_runner` keeps one per thread): on Linux the child is killed
+    when the thread that started it ends.
+    """
+
+    def __init__(self, preload: str = "") -> None:
+        """Args: preload: a module the child imports before its first call is timed."""
+        self._preload = preload
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
+
+    def call(self, function: Callable[[_In], _Out], argument: _In, seconds: float) -> _Out:
+        """Return `function(argument)` run in the child.
+
+        Raises:
+            DeadlineExceededError: The call took more than `seconds`; the child is killed.
+            ChildProcessError: The child died during the call.
+            Exception: Whatever `function` raised, re-raised here.
+        """
+        conn = self._connection()
+        try:
+            conn.send((function, argument))
+        except OSError:  # the child died since it last answered
+            self.close()
+            raise ChildProcessError("its worker process died") from None
+        if not conn.poll(seconds):
+            self.close()
+            raise DeadlineExceededError(f"took more than {seconds:g} s")
+        try:
+            ok, value = conn.recv()
+        except EOFError:  # the child died (out of memory, a crash in C code)
+            self.close()
+            raise ChildProcessError("its worker process died") from None
+        if ok:
+            return cast(_Out, value)
+        raise cast(BaseException, value)
+
+    def close(self) -> None:
+        """Kill the child (if any); the next call starts a new one."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+        if self._conn is not None:
+            self._conn.close()
+        self._process, self._conn = None, None
+
+    def _connection(self) -> Connection:
+        if self._conn is not None and self._process is not None and self._process.is_alive():
+            return self._conn
+        self.close()
+        # (typeshed types the pipe as Windows' PipeConnection on some platforms)
+        parent, child = cast(tuple[Connection, Connection], multiprocessing.Pipe())
+        process = multiprocessing.get_context("spawn").Process(
+            target=_serve, args=(child, os.getpid(), self._preload), daemon=True
+        )
+        process.start()
+        child.close()
+        self._process, self._conn = process, parent
+        try:
+            parent.recv()  # ready: imported, so start-up is not counted against a deadline
+        except EOFError:
+            self.close()
+            raise ChildProcessError("its worker process did not start") from None
+        return parent
+
+
+_runners = threading.local()
+
+
+def thread_runner(preload: str = "") -> DeadlineRunner:
+    """The calling thread's `DeadlineRunner` (one per thread and `preload`)."""
+    runners: dict[str, DeadlineRunner] | None = getattr(_runners, "by_module", None)
+    if runners is None:
+        runners = {}
+        _runners.by_module = runners
+    runner = runners.get(preload)
+    if runner is None:
+        runner = runners[preload] = DeadlineRunner(preload)
+    return runner
+
+
+def _serve(conn: Connection, parent_pid: int, preload: str) -> None:
+    watch_parent(parent_pid)
+    if preload:
+        importlib.import_module(preload)
+    conn.send(None)
+    while True:
+        try:
+            function, argument = conn.recv()
+        except EOFError:
+            return
+        try:
+            reply: tuple[bool, object] = (True, function(argument))
+        except Exception as exc:  # handed to the caller, who decides
+            reply = (False, exc)
+        try:
+            conn.send(reply)
+        except Exception as exc:  # an unpicklable result or exception
+            conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))

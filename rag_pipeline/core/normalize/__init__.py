@@ -8,13 +8,14 @@ Editor.js, GFM or HTML come out byte-identical.
 
 from typing import Any
 
+from rag_pipeline.core.frontmatter import front_matter_block
 from rag_pipeline.core.models import SourceFormat
 from rag_pipeline.core.normalize.document import MarkdownDocument, NormalizationError
 from rag_pipeline.core.normalize.editorjs import editorjs_to_tree
 from rag_pipeline.core.normalize.html import convert_tree, html_to_markdown, prepare_tree
-from rag_pipeline.core.normalize.markdown import canonicalize_with_heading, split_front_matter
+from rag_pipeline.core.normalize.markdown import canonicalize_with_heading
 from rag_pipeline.core.normalize.text import text_to_markdown
-from rag_pipeline.core.time_budget import BudgetExpired, time_budget
+from rag_pipeline.core.workers import DeadlineExceededError, thread_runner
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_SECONDS",
@@ -23,6 +24,10 @@ __all__ = [
     "SourceFormat",
     "to_markdown",
 ]
+
+
+def _convert_call(call: tuple[str, SourceFormat, str | None]) -> MarkdownDocument:
+    return _convert(*call)
 
 
 def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocument:
@@ -36,7 +41,7 @@ def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocu
     elif fmt is SourceFormat.TEXT:
         raw, metadata, base_url = text_to_markdown(body), {}, None
     else:
-        front_matter, rest = split_front_matter(body)
+        front_matter, rest = front_matter_block(body)
         markdown, heading = canonicalize_with_heading(rest, base_url=base_url)
         if front_matter:
             markdown = f"{front_matter}\n\n{markdown}" if markdown else f"{front_matter}\n"
@@ -47,6 +52,8 @@ def _convert(body: str, fmt: SourceFormat, base_url: str | None) -> MarkdownDocu
 
 # Conversion is linear but can be slow on hostile input; past this a document fails alone.
 DEFAULT_TIME_BUDGET_SECONDS = 30.0
+# Imported by the conversion process before its first document is timed.
+_CONVERTERS = "rag_pipeline.core.normalize"
 
 
 def to_markdown(
@@ -65,7 +72,9 @@ def to_markdown(
         base_url: The address the document was published at; relative link and image
             targets are resolved against it (left as they are when None).
         time_budget_seconds: Most seconds the conversion may take (None: no limit); past it
-            the document fails with NormalizationError (RAG_MAX_CONVERT_SECONDS).
+            the document fails with NormalizationError (RAG_MAX_CONVERT_SECONDS). With a
+            limit, conversion runs in a child process of the calling thread, killed when
+            the time is up (the parsers cannot be interrupted otherwise).
 
     Returns:
         The canonical Markdown (ending with one newline, "" when there is no content) and
@@ -86,12 +95,19 @@ def to_markdown(
             f"unknown source format {fmt!r}; expected one of {known}"
         ) from error
     try:
-        with time_budget(time_budget_seconds):
+        if time_budget_seconds is None:
             return _convert(body, source_format, base_url)
-    except BudgetExpired:
+        runner = thread_runner(_CONVERTERS)
+        call = (body, source_format, base_url)
+        return runner.call(_convert_call, call, time_budget_seconds)
+    except DeadlineExceededError:
         raise NormalizationError(
             f"{source_format.value} document took more than {time_budget_seconds:g} s to "
             "convert (RAG_MAX_CONVERT_SECONDS)"
+        ) from None
+    except ChildProcessError as error:  # killed from outside, or out of memory
+        raise NormalizationError(
+            f"{source_format.value} document could not be converted: {error}"
         ) from None
     except RecursionError as error:
         # Converters and the Markdown parser recurse per nesting level of the document.

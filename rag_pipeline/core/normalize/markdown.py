@@ -322,31 +322,3 @@ def canonicalize_with_heading(markdown: str, *, base_url: str | None = None) -> 
 def canonicalize(markdown: str, *, base_url: str | None = None) -> str:
     """Re-emit Markdown in the house style (see `canonicalize_with_heading`)."""
     return canonicalize_with_heading(markdown, base_url=base_url)[0]
-
-
-def split_front_matter(markdown: str) -> tuple[str, str]:
-    """Split a leading YAML front-matter block off a Markdown text.
-
-    Front matter is the caller's business; a block that reaches us is kept verbatim rather
-    than parsed as a thematic break followed by a setext heading.
-
-    Args:
-        markdown: Markdown text that may start with a `---` ... `---` YAML block.
-
-    Returns:
-        `(front_matter, rest)`: the block including its fences ("" when there is none) and the
-        remaining text.
-    """
-    lines = markdown.split("\n")
-    if lines[0].rstrip() != "---":
-        return "", markdown
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() in ("---", "..."):
-            inner = [line for line in lines[1:index] if line.strip()]
-            # A YAML mapping starts with `key:` (or a comment); anything else is a thematic
-            # break that happens to open the document.
-            first = inner[0].lstrip() if inner else ""
-            if not first or not (first.startswith("#") or ":" in first):
-                return "", markdown
-            return "\n".join(lines[: index + 1]), "\n".join(lines[index + 1 :])
-    return "", markdown
