@@ -96,28 +96,7 @@ def ask(
             raise click.ClickException(str(exc)) from exc
         if chat is None:
             hint = configuration_hint(None if provider in (None, "auto") else provider)
-            if as_json:
-                _print_json(
-                    {
-                        "answer": None,
-                        "citations": [],
-                        "usage": None,
-                        "system": context.system,
-                        "context": context.text,
-                        "context_tokens": context.tokens,
-                        "hint": hint,
-                    }
-                )
-            else:
-                click.secho("System prompt:", bold=True)
-                click.echo(context.system)
-                click.secho(
-                    f"\nContext ({len(context.sources)} section(s), about {context.tokens} of "
-                    f"{context.budget} tokens):",
-                    bold=True,
-                )
-                click.echo(context.user_message(question) if context.sources else "(empty)")
-                click.secho(f"\n{hint}", fg="yellow", err=True)
+            _print_context_only(question, context, hint, as_json)
             return
         if not context.sources:
             message = (
@@ -132,39 +111,71 @@ def ask(
         finally:
             chat.close()
     if as_json:
+        _print_json(_answer_json(answer, chat, context))
+    else:
+        _print_sources(answer)
+
+
+def _print_context_only(question: str, context: "AnswerContext", hint: str, as_json: bool) -> None:
+    """No LLM is configured: what would be sent, and how to configure one."""
+    if as_json:
         _print_json(
             {
-                "answer": answer.text,
-                "citations": [
-                    {
-                        "n": c.n,
-                        "title": c.title,
-                        "url": c.url,
-                        "source_type": c.source_type,
-                        "source_id": c.source_id,
-                    }
-                    for c in answer.citations
-                ],
-                "usage": {
-                    "input_tokens": answer.usage.input_tokens,
-                    "output_tokens": answer.usage.output_tokens,
-                    "provider": chat.config.provider,
-                    "model": chat.config.model,
-                    "context_tokens": context.tokens,
-                },
+                "answer": None,
+                "citations": [],
+                "usage": None,
+                "system": context.system,
+                "context": context.text,
+                "context_tokens": context.tokens,
+                "hint": hint,
             }
         )
         return
-    if answer.citations:
-        click.secho("\nSources:", bold=True)
-        for c in answer.citations:
-            where = c.title
-            if c.section_title and c.section_title != c.title:
-                where = f"{c.title} › {c.section_title}"
-            click.echo(f"[{c.n}] {where}")
-            click.echo(f"    {c.url or f'{c.source_type}:{c.source_id}'}")
-    else:
+    click.secho("System prompt:", bold=True)
+    click.echo(context.system)
+    click.secho(
+        f"\nContext ({len(context.sources)} section(s), about {context.tokens} of "
+        f"{context.budget} tokens):",
+        bold=True,
+    )
+    click.echo(context.user_message(question) if context.sources else "(empty)")
+    click.secho(f"\n{hint}", fg="yellow", err=True)
+
+
+def _answer_json(answer: "Answer", chat: Any, context: "AnswerContext") -> dict[str, Any]:
+    return {
+        "answer": answer.text,
+        "citations": [
+            {
+                "n": c.n,
+                "title": c.title,
+                "url": c.url,
+                "source_type": c.source_type,
+                "source_id": c.source_id,
+            }
+            for c in answer.citations
+        ],
+        "usage": {
+            "input_tokens": answer.usage.input_tokens,
+            "output_tokens": answer.usage.output_tokens,
+            "provider": chat.config.provider,
+            "model": chat.config.model,
+            "context_tokens": context.tokens,
+        },
+    }
+
+
+def _print_sources(answer: "Answer") -> None:
+    if not answer.citations:
         click.secho("\n(the answer cites no source)", fg="yellow")
+        return
+    click.secho("\nSources:", bold=True)
+    for c in answer.citations:
+        where = c.title
+        if c.section_title and c.section_title != c.title:
+            where = f"{c.title} › {c.section_title}"
+        click.echo(f"[{c.n}] {where}")
+        click.echo(f"    {c.url or f'{c.source_type}:{c.source_id}'}")
 
 
 def _answer(
