@@ -46,11 +46,16 @@ class Settings(BaseSettings):
     vectordb_url: str | None = Field(
         default=None, description="postgresql:// URL of an external PostgreSQL with pgvector."
     )
-    vectordb_pg_host: str | None = None
-    vectordb_pg_port: Annotated[int, Field(ge=1, le=65535)] = 5432
-    vectordb_pg_name: str = "rag"
-    vectordb_pg_user: str = "postgres"
-    vectordb_pg_password: str | None = None
+    vectordb_pg_host: str | None = Field(
+        default=None,
+        description="An external PostgreSQL's host, instead of a URL (with the four below).",
+    )
+    vectordb_pg_port: Annotated[int, Field(ge=1, le=65535)] = Field(
+        default=5432, description="Its port."
+    )
+    vectordb_pg_name: str = Field(default="rag", description="Its database.")
+    vectordb_pg_user: str = Field(default="postgres", description="Its user.")
+    vectordb_pg_password: str | None = Field(default=None, description="Its password.")
 
     embedding_model: str = Field(
         default=BUNDLED_MODEL,
@@ -62,8 +67,12 @@ class Settings(BaseSettings):
     embedding_allow_download: bool = Field(
         default=False, description="Let fastembed fetch a named model it does not have yet."
     )
-    embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = None
-    embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+    embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = Field(
+        default=None, description="ONNX Runtime inference threads (default: ONNX Runtime's choice)."
+    )
+    embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = Field(
+        default=64, description="Texts per inference batch."
+    )
     embedding_batch_tokens: Annotated[int, Field(ge=256, le=1_048_576)] = Field(
         default=1024, description="Padded tokens per inference batch: bounds the model's memory."
     )
@@ -74,14 +83,28 @@ class Settings(BaseSettings):
     workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
         default=None, description="Processes for format conversion (default: CPU count, max 8)."
     )
-    chunk_target_tokens: Annotated[int, Field(ge=16, le=8192)] = 200
-    chunk_overlap_sentences: Annotated[int, Field(ge=0, le=10)] = 1
+    chunk_target_tokens: Annotated[int, Field(ge=16, le=8192)] = Field(
+        default=200,
+        description="Chunk size aimed at, in the model's tokens (never above its maximum).",
+    )
+    chunk_overlap_sentences: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=1, description="Sentences repeated at the start of the next chunk of a section."
+    )
 
-    files_max_bytes: Annotated[int, Field(ge=1)] = 5 * 1024 * 1024
+    files_max_bytes: Annotated[int, Field(ge=1)] = Field(
+        default=5 * 1024 * 1024, description="Larger files are recorded as failed, not read."
+    )
     # Cost caps per document (issue 14): past them the document fails with the reason.
-    max_chunks_per_document: Annotated[int, Field(ge=1)] = 2000
-    max_chunk_chars: Annotated[int, Field(ge=256)] = 6000
-    max_convert_seconds: Annotated[float, Field(gt=0)] = 30.0
+    max_chunks_per_document: Annotated[int, Field(ge=1)] = Field(
+        default=2000, description="A document needing more chunks fails alone."
+    )
+    max_chunk_chars: Annotated[int, Field(ge=256)] = Field(
+        default=6000, description="Characters per chunk at most (a huge 'word' is cut too)."
+    )
+    max_convert_seconds: Annotated[float, Field(gt=0)] = Field(
+        default=30.0,
+        description="A document whose conversion or chunking takes longer fails alone.",
+    )
     files_folders: str = Field(
         default="demo",
         description="Folders the files sensor watches, separated by ':' ('demo' = bundled corpus).",
@@ -93,32 +116,52 @@ class Settings(BaseSettings):
         default="auto",
         description="Which LLM answers `rag ask`; auto = Anthropic if its key is set, else OpenAI.",
     )
-    anthropic_model: str = "claude-sonnet-5"
-    openai_model: str = "llama3.1"
+    anthropic_model: str = Field(
+        default="claude-sonnet-5", description="The Claude model `rag ask` uses."
+    )
+    openai_model: str = Field(default="llama3.1", description="The model asked at OPENAI_BASE_URL.")
     llm_context_tokens: Annotated[int, Field(ge=200, le=200_000)] = Field(
         default=6000, description="Token budget of the retrieved context sent with a question."
     )
-    llm_max_answer_tokens: Annotated[int, Field(ge=16, le=64_000)] = 1024
-    llm_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
-    llm_retries: Annotated[int, Field(ge=0, le=10)] = 2
-    ask_top_k: Annotated[int, Field(ge=1, le=50)] = 8
+    llm_max_answer_tokens: Annotated[int, Field(ge=16, le=64_000)] = Field(
+        default=1024,
+        description="Longest answer, in the LLM's tokens (answers are cut at 64 bytes per token).",
+    )
+    llm_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=60.0,
+        description="Longest wait for the next piece of answer text (keep-alives do not count).",
+    )
+    llm_retries: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=2,
+        description="Retries of a rate-limited, failed or timed-out LLM call (before any token).",
+    )
+    ask_top_k: Annotated[int, Field(ge=1, le=50)] = Field(
+        default=8, description="Sections retrieved for `rag ask`."
+    )
     developer_categories: str = Field(
         default="Developer,Development,Plug-In",
         description="Comma-separated names marking developer documentation: a wiki page is one "
         "when a category (or front-matter tag or title) contains a name, ignoring case and '_'.",
     )
     anthropic_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key"),
+        description="Anthropic's API key: `rag ask` with Claude.",
     )
     anthropic_base_url: str = Field(
         default="https://api.anthropic.com",
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url"),
+        description="Anthropic's API address (a proxy, or the test server).",
     )
     openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
+        default=None,
+        validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url"),
+        description="Any OpenAI-compatible chat endpoint (Ollama, vLLM...) for `rag ask`.",
     )
     openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+        default=None,
+        validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key"),
+        description="Its API key, if it needs one.",
     )
 
     # wiki
@@ -171,19 +214,24 @@ class Settings(BaseSettings):
         description="Host of the iDempiere PostgreSQL; unset = the bundled demo database.",
     )
     idempiere_db_port: Annotated[int, Field(ge=1, le=65535)] = Field(
-        default=5432, validation_alias=AliasChoices("IDEMPIERE_DB_PORT", "idempiere_db_port")
+        default=5432,
+        validation_alias=AliasChoices("IDEMPIERE_DB_PORT", "idempiere_db_port"),
+        description="The iDempiere database's port.",
     )
     idempiere_db_name: str = Field(
         default="idempiere",
         validation_alias=AliasChoices("IDEMPIERE_DB_NAME", "idempiere_db_name"),
+        description="The iDempiere database's name.",
     )
     idempiere_db_user: str = Field(
         default="adempiere",
         validation_alias=AliasChoices("IDEMPIERE_DB_USER", "idempiere_db_user"),
+        description="Its user (read through a read-only connection).",
     )
     idempiere_db_password: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("IDEMPIERE_DB_PASSWORD", "idempiere_db_password"),
+        description="Its password.",
     )
     languages: str = Field(
         default="all",
