@@ -52,7 +52,7 @@ _DIMENSION = re.compile(rb"public\.vector\([0-9]+\)")
 _CREATED = re.compile(
     r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:(?:UNIQUE|UNLOGGED|TEMP|TEMPORARY|CONSTRAINT|TRUSTED"
     r"|PROCEDURAL)\s+)*(MATERIALIZED\s+VIEW|EVENT\s+TRIGGER|FOREIGN\s+TABLE|[A-Z]+)\s+"
-    r"(?:IF\s+NOT\s+EXISTS\s+)?([^\s(]+(?:\([^)]*\))?)",
+    r"(?:IF\s+NOT\s+EXISTS\s+)?([^\s(;]+(?:\([^)]*\))?)",
     re.IGNORECASE,
 )
 
@@ -198,6 +198,8 @@ def scan(
             # pg_dump escapes both in data; raw, they split lines differently for psql.
             raise _refused(place(number), "a carriage return or NUL byte (pg_dump writes none)")
         line = raw.removesuffix(b"\n")
+        if line == raw and not _UNRESTRICT.match(line):  # the last line, cut short
+            raise _truncated(where)
         if copying is not None:
             if line == b"\\.":
                 copying = None
@@ -256,11 +258,15 @@ def scan(
         else:
             raise _refused(place(number), _describe(line), own=False)
     if key is None or not ended or copying is not None or pending is not None:
-        raise BackupError(
-            f"{where} is truncated or damaged: it does not end with the \\unrestrict line "
-            "matching its \\restrict line"
-        )
+        raise _truncated(where)
     return contents
+
+
+def _truncated(where: str) -> BackupError:
+    return BackupError(
+        f"{where} is truncated or damaged: it does not end with the \\unrestrict line "
+        "matching its \\restrict line"
+    )
 
 
 def _continue(
@@ -288,7 +294,7 @@ def _describe(line: bytes) -> str:
     """The object a statement creates ("FUNCTION rag.evil()"), else its opening words."""
     text = line.decode(errors="replace")
     match = _CREATED.match(text)
-    if match:
+    if match and ";" not in text.rstrip().removesuffix(";"):  # not `CREATE ...; more`
         return f"{' '.join(match[1].upper().split())} {match[2]}"
     return f"the statement `{text[:100]}`"
 
