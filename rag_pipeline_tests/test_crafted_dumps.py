@@ -257,12 +257,19 @@ def test_a_dump_of_another_database_is_refused_before_any_statement(
 def test_the_restore_role_cannot_run_programs_and_is_gone_afterwards(
     database_url: str, marker: Path
 ) -> None:
-    with loader_login(database_url) as (login, extension_made):
-        assert extension_made  # the embedded server's user is a superuser
-        with psycopg.connect(login) as conn:
+    with loader_login(database_url) as login:
+        assert login.extension_made  # the embedded server's user is a superuser
+        assert not login.switch  # the role logs in itself: it cannot switch back
+        with login.connect() as conn:
             role = conn.execute("SELECT current_user").fetchone()
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(f"COPY (SELECT 1) TO PROGRAM 'touch {marker}'")  # type: ignore[arg-type]
+            conn.rollback()
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SET ROLE postgres")  # no way back to the superuser
+            conn.rollback()
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT pg_read_file('/etc/hostname')")
     assert role
     assert str(role[0]).startswith("rag_loader_")
     assert not marker.exists()

@@ -128,10 +128,10 @@ def restore(conninfo: str, path: Path) -> DumpContents:
                 f"{path} holds no rag schema: it is not a dump of this index; refused before "
                 "anything was restored"
             )
-        with loader_login(conninfo) as (login, extension_made):
-            left_out = extension_statements(allowed) if extension_made else frozenset()
+        with loader_login(conninfo) as login:
+            left_out = extension_statements(allowed) if login.extension_made else frozenset()
             try:
-                with psycopg.connect(login) as conn:
+                with login.connect() as conn:
                     read_dump(file, str(path), allowed, SqlLoader(conn, left_out))
             except psycopg.OperationalError:
                 raise

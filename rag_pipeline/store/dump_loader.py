@@ -15,7 +15,10 @@ language. pgvector is not a trusted extension, so it is created beforehand by th
 the dump's own `CREATE EXTENSION` / `COMMENT ON EXTENSION` of it are then left out (the
 comment needs the extension's owner, and the extension carries that comment already). Once
 loaded, everything the role owns is handed to the connecting user and the role is dropped.
-A user who is not a superuser loads the dump as itself, with its own rights.
+Where the server does not let the new role log in (an external server's pg_hba.conf), the
+superuser switches to it with SET SESSION AUTHORIZATION instead - weaker, as a statement
+could switch back, but none of the checked ones does. A user who is not a superuser loads
+the dump as itself, with its own rights.
 """
 
 import contextlib
@@ -26,6 +29,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO
 
 import psycopg
@@ -150,19 +154,40 @@ def extension_statements(allowed: Allowlist) -> frozenset[bytes]:
     )
 
 
-@contextlib.contextmanager
-def loader_login(conninfo: str) -> Iterator[tuple[str, bool]]:
-    """The conninfo to apply a dump with, and whether pgvector was created beforehand.
+@dataclass(frozen=True)
+class Login:
+    """How to connect to load a dump."""
 
-    `conninfo` names the empty database to load. See the module's docstring.
-    """
+    conninfo: str
+    role: str | None = None  # the loader role, if one was made
+    # The server refused the role's own login (an external server's pg_hba.conf): the
+    # connecting superuser then switches to it with SET SESSION AUTHORIZATION, weaker (a
+    # statement could switch back) but still a role without program or file rights.
+    switch: bool = False
+
+    @property
+    def extension_made(self) -> bool:
+        """pgvector was created beforehand: the dump's statements for it are left out."""
+        return self.role is not None
+
+    def connect(self) -> psycopg.Connection:
+        """A connection as the loader (in a transaction, not autocommit)."""
+        conn = psycopg.connect(self.conninfo)
+        if self.switch and self.role is not None:
+            conn.execute(sql.SQL("SET SESSION AUTHORIZATION {}").format(sql.Identifier(self.role)))
+        return conn
+
+
+@contextlib.contextmanager
+def loader_login(conninfo: str) -> Iterator[Login]:
+    """How to load a dump into the empty database of `conninfo`; see the module's docstring."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         row = conn.execute(
             "SELECT rolsuper, current_user, current_database() FROM pg_roles"
             " WHERE rolname = current_user"
         ).fetchone()
     if row is None or not row[0]:
-        yield conninfo, False
+        yield Login(conninfo)
         return
     owner, database = str(row[1]), str(row[2])
     role = f"{_LOADER_PREFIX}{uuid.uuid4().hex[:10]}"
@@ -183,11 +208,18 @@ def loader_login(conninfo: str) -> Iterator[tuple[str, bool]]:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
     try:
         params = {**conninfo_to_dict(conninfo), "user": role, "password": password}
-        yield make_conninfo(**params), True  # type: ignore[arg-type]
+        own = make_conninfo(**params)  # type: ignore[arg-type]
+        try:
+            psycopg.connect(own).close()
+            login = Login(own, role)
+        except psycopg.OperationalError:
+            login = Login(conninfo, role, switch=True)
+        yield login
     finally:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
-                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = %s",
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                " WHERE usename = %s AND pid <> pg_backend_pid()",
                 (role,),
             )
             # The database itself and every object in it go back to the connecting user.
