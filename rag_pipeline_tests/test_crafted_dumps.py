@@ -20,6 +20,8 @@ from rag_pipeline.settings import Settings
 from rag_pipeline.store import backup
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.dump_loader import loader_login
+from rag_pipeline.store.migrations import available_migrations
+from rag_pipeline.store.schema_objects import migrate_stepwise
 from rag_pipeline.validation import validate
 from rag_pipeline_tests.pipeline_helpers import ingest, write
 
@@ -280,3 +282,23 @@ def test_the_restore_role_cannot_run_programs_and_is_gone_afterwards(
             " WHERE datname = current_database()"
         ).fetchone()
     assert owner == (True,)
+
+
+@pytest.mark.parametrize("version", [1, 4])
+def test_a_dump_of_an_older_schema_version_still_restores(
+    pg_admin_uri: str, database_url: str, tmp_path: Path, version: int
+) -> None:
+    # The allowlist holds every version's statements: an older release's dump is upgraded.
+    with backup.scratch_database(pg_admin_uri) as old:
+        with psycopg.connect(old, autocommit=True) as conn:
+            migrate_stepwise(conn, version)
+            conn.execute(
+                "INSERT INTO rag.store_info (key, value) VALUES ('note', 'from an old release')"
+            )
+        dump = tmp_path / "old.sql"
+        backup.dump(old, dump, "plain")
+    report = backup.replace_database(database_url, dump)
+    assert report.schema_version == available_migrations()[-1].version
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT value FROM rag.store_info WHERE key = 'note'").fetchone()
+    assert row == ("from an old release",)
