@@ -144,8 +144,8 @@ def restore(conninfo: str, path: Path) -> DumpContents:
 def check_plain_dump(path: Path, allowed: Allowlist | None = None) -> dict[str, int]:
     r"""The check `restore` makes of a plain dump before it runs anything, alone.
 
-    Without `allowed` (see `reference_allowlist`), only pg_dump's `\restrict` guard,
-    comments and blank lines pass.
+    Without `allowed` (see `reference_allowlist`), no statement passes: only pg_dump's
+    `\restrict` guard lines, comments, blank lines and grants on schema rag.
 
     Returns:
         The rows of each table's COPY data.
@@ -171,7 +171,8 @@ def reference_allowlist(conninfo: str) -> Allowlist:
             check=False,
         )
         if result.returncode != 0:
-            raise BackupError(f"pg_dump failed: {result.stderr.decode(errors='replace')}")
+            detail = " ".join(result.stderr.decode(errors="replace").split())
+            raise BackupError(f"pg_dump failed: {detail}")
         dumps.append(result.stdout)
 
     with scratch_database(conninfo) as reference:
