@@ -1,8 +1,9 @@
 """`rag validate`: is this installation ready to ingest and search? One verdict per check.
 
 Connectivity to the vector database, the iDempiere database and the wiki; the schema
-version; the model's checksum and the model stored with the vectors; the extensions. Each
-check is independent: a failing one never hides the next. No Dagster here.
+version; the model's checksum and the model stored with the vectors; the extensions; code
+(functions, views, triggers...) the schema does not create. Each check is independent: a
+failing one never hides the next. No Dagster here.
 """
 
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ def _run_all(settings: Settings) -> Iterator[CheckResult]:
         ("vector database", _vector_database),
         ("schema version", _schema_version),
         ("extensions", _extensions),
+        ("foreign code", _foreign_code),
         ("model checksum", _model_checksum),
         ("stored model", _stored_model),
         ("iDempiere database", _idempiere_database),
@@ -117,6 +119,35 @@ def _extensions(settings: Settings) -> str:
     if tuple(int(part) for part in vector.split(".")[:2]) < MIN_PGVECTOR:
         raise CheckFailedError(f"pgvector {vector} is older than 0.7 ({listed})")
     return listed
+
+
+def _foreign_code(settings: Settings) -> str:
+    """No function, view, trigger, rule, event trigger or policy but the schema's own.
+
+    Such code (left by a crafted dump, or added by hand) runs whenever the database is used,
+    with the rights of whoever uses it. The schema's own is read from a scratch database
+    migrated to the same version.
+    """
+    from rag_pipeline.store.backup import scratch_database
+    from rag_pipeline.store.migrations import schema_version
+    from rag_pipeline.store.schema_objects import code_objects, foreign_code, migrate_stepwise
+
+    conninfo = _conninfo(settings)
+    with psycopg.connect(conninfo) as conn:
+        version = schema_version(conn)
+        have = code_objects(conn)
+    with scratch_database(conninfo) as scratch, psycopg.connect(scratch, autocommit=True) as conn:
+        if version:
+            migrate_stepwise(conn, version)
+        own = code_objects(conn)
+    foreign = foreign_code(have, own)
+    if foreign:
+        raise CheckFailedError(
+            f"the database holds code the rag schema does not create: {', '.join(foreign)}; "
+            "it runs with the rights of whoever uses the database: drop it (or restore a "
+            "clean backup)"
+        )
+    return f"only the schema's own ({len(have)} functions, triggers and the like)"
 
 
 def _model_checksum(settings: Settings) -> str:

