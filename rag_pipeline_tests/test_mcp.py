@@ -8,11 +8,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx2
 import psycopg
 import pytest
@@ -346,6 +348,8 @@ def http_port(server_env: dict[str, str]) -> Iterator[int]:
         "RAG_MCP_TOKEN": TOKEN,
         "RAG_MCP_MAX_SESSIONS": str(_MAX_SESSIONS),
         "RAG_MCP_MAX_SESSIONS_PER_CLIENT": str(_PER_CLIENT),
+        # Long, so that only a cancellation can end a blocked statement early.
+        "RAG_SEARCH_STATEMENT_TIMEOUT_MS": "60000",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "rag_pipeline.cli", "mcp", "--http", str(port)],
@@ -483,3 +487,92 @@ def test_many_clients_evict_the_idle_longest_session_at_the_total_cap(http_port:
         assert _list_tools_status(http_port, session) == 200
     for session in sessions[:2]:
         assert _list_tools_status(http_port, session) == 404
+
+
+# The first statement of get_knowledge_stats; it waits while rag.documents is locked.
+_STATS_SQL = "%FROM rag.documents d GROUP BY%"
+
+
+def _stats_statements(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s AND state = 'active'"
+            " AND pid <> pg_backend_pid()",
+            (_STATS_SQL,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@contextmanager
+def _documents_locked(url: str) -> Iterator[None]:
+    with psycopg.connect(url) as lock:
+        lock.execute("LOCK TABLE rag.documents IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            lock.rollback()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_client_going_away_cancels_its_statement(
+    http_port: int, server_env: dict[str, str]
+) -> None:
+    url = server_env["RAG_VECTORDB_URL"]
+    session = _open_session(http_port, "impatient")
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    call["params"] = {"name": "get_knowledge_stats", "arguments": {}}
+    endpoint = f"http://127.0.0.1:{http_port}/mcp"
+    warm = httpx2.post(endpoint, json=call, headers=_headers(session=session), timeout=60)
+    assert warm.status_code == 200
+    with _documents_locked(url):
+        with pytest.raises(httpx2.ReadTimeout):  # the raw client gives up and disconnects
+            httpx2.post(endpoint, json=call, headers=_headers(session=session), timeout=3)
+        # The statement was blocked behind the lock until the client went away; then it was
+        # cancelled, long before its 60-second statement timeout, the lock still held.
+        assert _wait_for(lambda: _stats_statements(url) == 0, 15)
+
+        async def cancelled_sdk_call() -> int:
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=120) as http,
+                Client(streamable_http_client(endpoint, http_client=http)) as client,
+                anyio.create_task_group() as group,
+            ):
+                group.start_soon(client.call_tool, "get_knowledge_stats", {})
+                running = await anyio.to_thread.run_sync(
+                    lambda: _wait_for(lambda: _stats_statements(url) == 1, 30)
+                )
+                group.cancel_scope.cancel()
+                return running
+
+        assert anyio.run(cancelled_sdk_call)
+        assert _wait_for(lambda: _stats_statements(url) == 0, 15)
+
+
+def test_a_statement_past_the_timeout_is_a_tool_error(server_env: dict[str, str]) -> None:
+    url = server_env["RAG_VECTORDB_URL"]
+
+    async def call() -> tuple[CallToolResult, float]:
+        env = _child_env({**server_env, "RAG_SEARCH_STATEMENT_TIMEOUT_MS": "1000"})
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=env
+        )
+        async with Client(params, read_timeout_seconds=120) as client:
+            assert not (await client.call_tool("get_knowledge_stats", {})).is_error
+            with _documents_locked(url):
+                started = time.monotonic()
+                result = await client.call_tool("get_knowledge_stats", {})
+                return result, time.monotonic() - started
+
+    result, seconds = anyio.run(call)
+    assert result.is_error
+    assert "RAG_SEARCH_STATEMENT_TIMEOUT_MS" in _text(result)
+    assert seconds < 30  # bounded by the 1-second timeout, not by the lock

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from rag_pipeline.settings import ConfigError, Settings
@@ -57,6 +58,9 @@ _VERSION_HEADER = b"mcp-protocol-version"
 # client's name) before the SDK's own 4 MiB limit applies, so it gets a limit of its own.
 _MAX_OPENING_BODY = 256 * 1024
 _MAX_CLIENT_NAME = 64
+# Requests within a session are read whole too (to learn the JSON-RPC id a disconnect
+# cancels); the SDK's own limit.
+_MAX_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
 # The SDK reaps an idle session itself; this side forgets it a little later, so it never
 # counts fewer sessions than the SDK holds.
 _FORGET_GRACE_SECONDS = 2.0
@@ -238,18 +242,46 @@ class SessionLimiter:
     async def _in_session(
         self, session_id: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        request_id: object = None
+        if scope.get("method") == "POST":
+            body = await _read_body(receive, _MAX_BODY)
+            if body is None:
+                await _respond(send, 413, "Payload too large", [])
+                return
+            request_id = _request_id(body)
+            receive = _replay(body, receive)
         session = self._sessions.get(session_id)
         if session is not None:
             session.in_flight += 1
         answered: list[int] = [0]  # the response's status, once sent
+        finished = False
+        cancelled = False
 
         async def watch(message: Message) -> None:
+            nonlocal finished
             if message["type"] == "http.response.start":
                 answered[0] = int(message["status"])
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
             await send(message)
 
+        async def listen() -> Message:
+            # A client that goes away before its answer came cancels the request, so its
+            # statement stops too (the SDK would let it run to its end for nobody).
+            nonlocal cancelled
+            message = await receive()
+            if (
+                message["type"] == "http.disconnect"
+                and request_id is not None
+                and not finished
+                and not cancelled
+            ):
+                cancelled = True
+                await self._cancel(session_id, request_id, scope)
+            return message
+
         try:
-            await self.app(scope, receive, watch)
+            await self.app(scope, listen, watch)
         finally:
             if session is not None:
                 session.in_flight -= 1
@@ -324,40 +356,60 @@ class SessionLimiter:
 
     async def _close(self, session_id: str, scope: Scope) -> None:
         """End a session through the SDK's app, as a client's DELETE would."""
+        await self._internal(scope, "DELETE", session_id, b"")
+
+    async def _cancel(self, session_id: str, request_id: object, scope: Scope) -> None:
+        """Tell the session its request `request_id` is cancelled, as the client would."""
+        message = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "the client went away"},
+        }
+        logger.info("client of session %s went away; cancelling its request", session_id[:16])
+        await self._internal(scope, "POST", session_id, json.dumps(message).encode())
+
+    async def _internal(self, scope: Scope, method: str, session_id: str, body: bytes) -> None:
+        """A request of our own to the SDK's app, in `session_id`; its answer is dropped."""
         host, port = scope.get("server") or ("127.0.0.1", 0)
-        delete: Scope = {
+        headers = [
+            (b"host", f"{host}:{port}".encode()),
+            (_SESSION_HEADER, session_id.encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ]
+        version = _header(scope, _VERSION_HEADER)
+        if version is not None:
+            headers.append((_VERSION_HEADER, version))
+        internal: Scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
-            "method": "DELETE",
+            "method": method,
             "scheme": "http",
             "path": scope["path"],
             "raw_path": scope["path"].encode(),
             "root_path": scope.get("root_path", ""),
             "query_string": b"",
-            "headers": [
-                (b"host", f"{host}:{port}".encode()),
-                (_SESSION_HEADER, session_id.encode()),
-            ],
+            "headers": headers,
             "client": ("127.0.0.1", 0),
             "server": scope.get("server"),
         }
         if "state" in scope:
-            delete["state"] = scope["state"]
+            internal["state"] = scope["state"]
         sent = False
 
         async def receive() -> Message:
             nonlocal sent
             if not sent:
                 sent = True
-                return {"type": "http.request", "body": b"", "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             await anyio.sleep_forever()
             raise AssertionError  # unreachable
 
         async def discard(message: Message) -> None:
             return None
 
-        await self.app(delete, receive, discard)
+        await self.app(internal, receive, discard)
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
@@ -390,6 +442,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _request_id(body: bytes) -> object:
+    """The id of the JSON-RPC request in `body` (None for a notification, a reply, a batch)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and "method" in message:
+        found: object = message.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return found if isinstance(found, str | int) else None
+    return None
 
 
 def _client_key(scope: Scope, body: bytes) -> str:
