@@ -234,8 +234,13 @@ class SessionLimiter:
             await self._in_session(session_id.decode("latin-1"), scope, receive, send)
             return
         version = _header(scope, _VERSION_HEADER)
-        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self.app(scope, receive, send)  # the sessionless protocol revision
+        sessionless = (
+            version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+        )
+        if sessionless or scope.get("method") != "POST":
+            # The 2026 revision holds no session; only a POST `initialize` opens one (the SDK
+            # refuses anything else without a session id).
+            await self.app(scope, receive, send)
             return
         await self._opening(scope, receive, send)
 
