@@ -37,8 +37,10 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# A checkout waiting this long asks whether the server is there at all (seconds).
+# A checkout waiting this long looks whether the pool failed to connect meanwhile (seconds).
 _PROBE_SECONDS = 1.0
+# A pool replaced after a lost server is closed this many seconds later.
+_CLOSE_OLD_POOL_AFTER = 10.0
 # How long a lost server is waited for, its restart included.
 _RECOVER_SECONDS = 20.0
 
@@ -140,9 +142,6 @@ class SearchPool:
         self._conninfo = conninfo
         self._pool = self._open(conninfo)
         self._recover_lock = threading.Lock()
-        self._probe_lock = threading.Lock()
-        self._probed_at = float("-inf")
-        self._probe_ok = True
 
     @property
     def conninfo(self) -> str:
@@ -180,8 +179,9 @@ class SearchPool:
             self._pool = self._open(conninfo)
             pool = self._pool
         # Connections of the old pool still in use belong to a dead server; their calls fail
-        # and retry on the new pool. Closing must not wait for them.
-        threading.Thread(target=old.close, kwargs={"timeout": 0}, daemon=True).start()
+        # and retry on the new pool. Closed a little later: callers waiting on it meanwhile
+        # move to the new pool by themselves, rather than all failing at once.
+        threading.Thread(target=_close_later, args=(old,), daemon=True).start()
         return pool
 
     def _fresh(self) -> tuple["ConnectionPool[psycopg.Connection]", int]:
@@ -228,8 +228,10 @@ class SearchPool:
 
     def _checkout(self, pool: "ConnectionPool[psycopg.Connection]") -> psycopg.Connection:
         """A connection within the pool's timeout; `_ServerGone` as soon as a wait turns out
-        to be for a server that is not there (the pool would retry it for the whole timeout)."""
+        to be for a server that refuses connections (the pool would retry for the whole
+        timeout), while waiting behind busy connections goes on."""
         deadline = time.monotonic() + self.settings.timeout
+        failures = _connection_errors(pool)
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -237,17 +239,10 @@ class SearchPool:
             except PoolTimeout:
                 if remaining <= _PROBE_SECONDS:
                     raise
-                if not self._reachable():
+                # The pool tried to open a connection meanwhile and could not: the server is
+                # gone (a slow machine only makes the wait longer, it adds no error).
+                if _connection_errors(pool) > failures:
                     raise _ServerGone("the database server does not accept connections") from None
-
-    def _reachable(self) -> bool:
-        """Whether the server accepts a connection (asked at most once a second)."""
-        with self._probe_lock:
-            now = time.monotonic()
-            if now - self._probed_at >= 1.0:
-                self._probe_ok = _accepts(self.conninfo)
-                self._probed_at = time.monotonic()
-            return self._probe_ok
 
     def _recover(self, seen: int) -> "ConnectionPool[psycopg.Connection]":
         """A new pool once the server is back (restarted by `resolve` when it can be)."""
@@ -279,8 +274,17 @@ class SearchPool:
         pool.close()
 
 
+def _close_later(pool: "ConnectionPool[psycopg.Connection]") -> None:
+    time.sleep(_CLOSE_OLD_POOL_AFTER)
+    pool.close(timeout=0)
+
+
 class _ServerGone(psycopg.OperationalError):
     """A checkout waited for a server that does not accept connections."""
+
+
+def _connection_errors(pool: "ConnectionPool[psycopg.Connection]") -> int:
+    return pool.get_stats().get("connections_errors", 0)
 
 
 def _accepts(conninfo: str) -> bool:
