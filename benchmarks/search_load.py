@@ -135,7 +135,8 @@ def main() -> None:
     stats = KnowledgeTools(load_settings()).get_knowledge_stats()
     print(
         f"index: {stats.total_documents:,} documents, {stats.total_chunks:,} chunks; "
-        f"{os.cpu_count()} CPUs; {args.queries} searches per row (top 5, hybrid)"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; "
+        f"{args.queries} searches per row (top 5, hybrid)"
     )
     queries = _queries()
     print(
@@ -152,6 +153,7 @@ def main() -> None:
             )
             if f.first_error:
                 print(f"        first error: {f.first_error}")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
