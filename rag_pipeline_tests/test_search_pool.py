@@ -1,17 +1,21 @@
 """The search pool on a real server: every connection bounded by a statement timeout, a call
-cancellable from another thread, and a long-running Searcher that outlives `rag stop` and a
-`kill -9` of the postmaster (issue 38) — on its own embedded server in a private RAG_HOME, so
-the session's server, which other tests use, is never stopped."""
+cancellable from another thread, and a long-running Searcher (and `rag mcp`) that outlives
+`rag stop` and a `kill -9` of the postmaster (issue 38) — on its own embedded server in a
+private RAG_HOME, so the session's server, which other tests use, is never stopped."""
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult
 from psycopg.errors import QueryCanceled
 
 from rag_pipeline.operations.runtime import ready_conninfo
@@ -161,3 +165,25 @@ def test_a_searcher_outlives_a_stop_and_a_killed_postmaster(private_server: Sett
         # zombie until PID 1 reaps it), more on this shared one.
         assert seconds < 30, f"{outage.__name__}: {seconds:.1f} s"
         assert tools.get_knowledge_stats().total_documents == 0
+
+
+@pytest.mark.slow
+def test_the_mcp_server_outlives_a_stop_and_a_killed_postmaster(private_server: Settings) -> None:
+    async def session() -> list[CallToolResult]:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=dict(os.environ)
+        )
+        results: list[CallToolResult] = []
+        async with Client(params, read_timeout_seconds=120) as client:
+            search = {"query": "warehouse locators"}
+            results.append(await client.call_tool("search_knowledge", search))
+            for outage in (stop_embedded_server, _kill_postmaster):
+                outage(private_server)
+                results.append(await client.call_tool("search_knowledge", search))
+                results.append(await client.call_tool("get_knowledge_stats", {}))
+        return results
+
+    results = anyio.run(session)
+    assert len(results) == 5
+    for result in results:
+        assert not result.is_error, result.content
