@@ -463,6 +463,43 @@ class Settings(BaseSettings):
         "for the next piece of answer text).",
     )
 
+    # The agent server and search connections, hardened (issue 38: `rag mcp --http` token and
+    # session caps, bounded statements, reconnection).
+    mcp_token: SecretStr | None = Field(
+        default=None,
+        description="The bearer token `rag mcp --http` requires (at least 16 characters); "
+        "unset = a random one generated into RAG_HOME/mcp-token (mode 0600) on first use.",
+    )
+    mcp_max_sessions: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=64,
+        description="Open sessions of `rag mcp --http` in total; at the cap a new session "
+        "closes the one idle longest (503 only while every session has a request running).",
+    )
+    mcp_max_sessions_per_client: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=8,
+        description="Open sessions of one client (its address and the name it gives at "
+        "initialize); past it the client's own idle-longest session is closed.",
+    )
+    mcp_session_idle_seconds: Annotated[float, Field(ge=5, le=86_400)] = Field(
+        default=300.0,
+        description="A session of `rag mcp --http` with no request for this long is closed.",
+    )
+    search_statement_timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = Field(
+        default=5000,
+        description="Milliseconds a statement of a search or agent tool may run before the "
+        "server cancels it (statement_timeout of every search connection).",
+    )
+
+    @field_validator("mcp_token")
+    @classmethod
+    def _mcp_token_is_long(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        token = value.get_secret_value().strip()
+        if len(token) < 16 or any(c.isspace() or not c.isprintable() for c in token):
+            raise ValueError("must be at least 16 printable characters without spaces")
+        return SecretStr(token)
+
 
 def parse_entity_weights(text: str) -> dict[str, float]:
     """'table=0.8,field=0.5' as {'table': 0.8, 'field': 0.5}; ValueError names the bad part."""

@@ -1,5 +1,6 @@
 """`rag mcp` driven by the official MCP SDK's own client: the server runs as a subprocess over
-stdio (and once over streamable HTTP on loopback) against the ingested demo corpus."""
+stdio (and over streamable HTTP on loopback, behind its token and session caps, also spoken to
+in raw HTTP) against the ingested demo corpus."""
 
 import json
 import os
@@ -7,17 +8,22 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
+import httpx2
 import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from psycopg.types.json import Jsonb
 
+from rag_pipeline.search.mcp_server import MAX_FILTERS, MAX_NAME_CHARS
 from rag_pipeline_tests.ask_support import demo_index
 
 TOOLS = {"search_knowledge", "get_knowledge_stats", "find_ad_entity", "lookup_development_docs"}
@@ -145,9 +151,19 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
             "empty_query": ("search_knowledge", {"query": "   "}),
             "bad_type": ("find_ad_entity", {"name": "x", "entity_type": "report"}),
             "bad_top_k": ("search_knowledge", {"query": "x", "top_k": 500}),
+            "too_many_filters": (
+                "search_knowledge",
+                {"query": "locators", "languages": ["en"] * (MAX_FILTERS + 1)},
+            ),
+            "long_query": ("search_knowledge", {"query": "locator " * 1000}),
+            "long_topic": ("lookup_development_docs", {"topic": "x" * 5000}),
         }
         for key, (tool, arguments) in calls.items():
             out[key] = await client.call_tool(tool, arguments)
+        # Issue 38: a 1,000,000-character name went into a regular expression for 1,001 s.
+        started = time.monotonic()
+        out["ad_huge"] = await client.call_tool("find_ad_entity", {"name": "C" * 1_000_000})
+        out["ad_huge_seconds"] = time.monotonic() - started
     return out
 
 
@@ -279,6 +295,22 @@ def test_bad_arguments_are_tool_errors_not_crashes(calls: dict[str, Any]) -> Non
     assert "must not be empty" in _text(calls["empty_query"])
 
 
+def test_every_argument_is_bounded_before_any_sql(calls: dict[str, Any]) -> None:
+    huge = calls["ad_huge"]
+    assert huge.is_error
+    assert f"at most {MAX_NAME_CHARS} characters" in _text(huge)
+    # Refused by the argument check: well under a second here, against 1,001 s unbounded.
+    assert calls["ad_huge_seconds"] < 30
+    assert len(_text(huge)) < 2000  # the name is not echoed back whole
+    for key, limit in (
+        ("too_many_filters", f"at most {MAX_FILTERS} items"),
+        ("long_query", "at most 2000 characters"),
+        ("long_topic", "at most 2000 characters"),
+    ):
+        assert calls[key].is_error, key
+        assert limit in _text(calls[key]), _text(calls[key])
+
+
 def test_an_unavailable_index_is_a_tool_error(tmp_path: Path) -> None:
     env = {"RAG_HOME": str(tmp_path), "RAG_VECTORDB_URL": "postgresql://nobody@127.0.0.1:1/none"}
 
@@ -300,11 +332,28 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_streamable_http_on_loopback(server_env: dict[str, str]) -> None:
+TOKEN = "test-token-0123456789abcdef"
+_PROTOCOL = "2025-06-18"
+_MAX_SESSIONS = 4
+_PER_CLIENT = 2
+
+
+@pytest.fixture(scope="module")
+def http_port(server_env: dict[str, str]) -> Iterator[int]:
+    """`rag mcp --http PORT` with a token and small session caps, serving the demo index."""
     port = _free_port()
+    env = {
+        **os.environ,
+        **server_env,
+        "RAG_MCP_TOKEN": TOKEN,
+        "RAG_MCP_MAX_SESSIONS": str(_MAX_SESSIONS),
+        "RAG_MCP_MAX_SESSIONS_PER_CLIENT": str(_PER_CLIENT),
+        # Long, so that only a cancellation can end a blocked statement early.
+        "RAG_SEARCH_STATEMENT_TIMEOUT_MS": "60000",
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "rag_pipeline.cli", "mcp", "--http", str(port)],
-        env={**os.environ, **server_env},
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -317,18 +366,213 @@ def test_streamable_http_on_loopback(server_env: dict[str, str]) -> None:
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
             assert time.monotonic() < deadline, "the HTTP server did not start"
             time.sleep(0.2)
-
-        async def call() -> tuple[set[str], CallToolResult]:
-            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-                names = {tool.name for tool in (await client.list_tools()).tools}
-                return names, await client.call_tool(
-                    "search_knowledge", {"query": "payment allocation", "top_k": 2}
-                )
-
-        names, result = anyio.run(call)
-        assert names == TOOLS
-        hits = _structured(result)["hits"]
-        assert hits[0]["source_id"] == "demo/payment-allocation.json"
+        yield port
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        _, stderr = process.communicate(timeout=30)
+        # Where the token is, never the token itself.
+        assert b"RAG_MCP_TOKEN" in stderr
+        assert TOKEN.encode() not in stderr
+
+
+def _headers(token: str | None = TOKEN, session: str | None = None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": _PROTOCOL,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return headers
+
+
+def _initialize(port: int, client: str, token: str | None = TOKEN) -> httpx2.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": _PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"},
+        },
+    }
+    return httpx2.post(
+        f"http://127.0.0.1:{port}/mcp", json=body, headers=_headers(token), timeout=60
+    )
+
+
+def _open_session(port: int, client: str) -> str:
+    response = _initialize(port, client)
+    assert response.status_code == 200, response.text
+    session = response.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    response = httpx2.post(
+        f"http://127.0.0.1:{port}/mcp",
+        json=initialized,
+        headers=_headers(session=session),
+        timeout=60,
+    )
+    assert response.status_code == 202, response.text
+    return session
+
+
+def _list_tools_status(port: int, session: str) -> int:
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    response = httpx2.post(
+        f"http://127.0.0.1:{port}/mcp", json=request, headers=_headers(session=session), timeout=60
+    )
+    return response.status_code
+
+
+async def _sdk_search(port: int, token: str) -> tuple[set[str], CallToolResult]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client,
+    ):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        return names, await client.call_tool(
+            "search_knowledge", {"query": "payment allocation", "top_k": 2}
+        )
+
+
+def test_streamable_http_with_the_token(http_port: int) -> None:
+    names, result = anyio.run(_sdk_search, http_port, TOKEN)
+    assert names == TOOLS
+    hits = _structured(result)["hits"]
+    assert hits[0]["source_id"] == "demo/payment-allocation.json"
+
+
+def test_streamable_http_refuses_a_missing_or_wrong_token(http_port: int) -> None:
+    for token in (None, "wrong-token-0123456789abcdef", TOKEN + "x", TOKEN[:-1]):
+        response = _initialize(http_port, "intruder", token=token)
+        assert response.status_code == 401, token
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        assert "mcp-session-id" not in response.headers
+    for method in ("GET", "DELETE"):
+        response = httpx2.request(method, f"http://127.0.0.1:{http_port}/mcp", timeout=30)
+        assert response.status_code == 401
+    # Not even a session id from a token holder lets a request without the token in.
+    session = _open_session(http_port, "owner")
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    headers = _headers(token=None, session=session)
+    response = httpx2.post(f"http://127.0.0.1:{http_port}/mcp", json=request, headers=headers)
+    assert response.status_code == 401
+    # And the SDK's client without the token gets nothing.
+    with pytest.raises(Exception):  # noqa: B017, PT011 — the SDK wraps the 401 its own way
+        anyio.run(_sdk_search, http_port, "wrong-token-0123456789abcdef")
+
+
+def test_one_client_opening_sessions_in_a_loop_locks_nobody_out(http_port: int) -> None:
+    legit = _open_session(http_port, "legit")
+    flood = [_open_session(http_port, "flood") for _ in range(3 * _MAX_SESSIONS)]
+    # Every opening was admitted: the flooding client's own oldest idle sessions made room.
+    assert _list_tools_status(http_port, flood[-1]) == 200
+    assert _list_tools_status(http_port, flood[-_PER_CLIENT]) == 200
+    assert _list_tools_status(http_port, flood[0]) == 404
+    # The other client's session survived the flood, and new clients get in.
+    assert _list_tools_status(http_port, legit) == 200
+    names, result = anyio.run(_sdk_search, http_port, TOKEN)
+    assert names == TOOLS
+    assert not result.is_error
+
+
+def test_many_clients_evict_the_idle_longest_session_at_the_total_cap(http_port: int) -> None:
+    sessions = [_open_session(http_port, f"client-{n}") for n in range(_MAX_SESSIONS + 2)]
+    # The newest fit; the two idle longest made room for the last two.
+    for session in sessions[-_MAX_SESSIONS:]:
+        assert _list_tools_status(http_port, session) == 200
+    for session in sessions[:2]:
+        assert _list_tools_status(http_port, session) == 404
+
+
+# The first statement of get_knowledge_stats; it waits while rag.documents is locked.
+_STATS_SQL = "%FROM rag.documents d GROUP BY%"
+
+
+def _stats_statements(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s AND state = 'active'"
+            " AND pid <> pg_backend_pid()",
+            (_STATS_SQL,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@contextmanager
+def _documents_locked(url: str) -> Iterator[None]:
+    with psycopg.connect(url) as lock:
+        lock.execute("LOCK TABLE rag.documents IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            lock.rollback()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_client_going_away_cancels_its_statement(
+    http_port: int, server_env: dict[str, str]
+) -> None:
+    url = server_env["RAG_VECTORDB_URL"]
+    session = _open_session(http_port, "impatient")
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    call["params"] = {"name": "get_knowledge_stats", "arguments": {}}
+    endpoint = f"http://127.0.0.1:{http_port}/mcp"
+    warm = httpx2.post(endpoint, json=call, headers=_headers(session=session), timeout=60)
+    assert warm.status_code == 200
+    with _documents_locked(url):
+        with pytest.raises(httpx2.ReadTimeout):  # the raw client gives up and disconnects
+            httpx2.post(endpoint, json=call, headers=_headers(session=session), timeout=3)
+        # The statement was blocked behind the lock until the client went away; then it was
+        # cancelled, long before its 60-second statement timeout, the lock still held.
+        assert _wait_for(lambda: _stats_statements(url) == 0, 15)
+
+        async def cancelled_sdk_call() -> int:
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=120) as http,
+                Client(streamable_http_client(endpoint, http_client=http)) as client,
+                anyio.create_task_group() as group,
+            ):
+                group.start_soon(client.call_tool, "get_knowledge_stats", {})
+                running = await anyio.to_thread.run_sync(
+                    lambda: _wait_for(lambda: _stats_statements(url) == 1, 30)
+                )
+                group.cancel_scope.cancel()
+                return running
+
+        assert anyio.run(cancelled_sdk_call)
+        assert _wait_for(lambda: _stats_statements(url) == 0, 15)
+
+
+def test_a_statement_past_the_timeout_is_a_tool_error(server_env: dict[str, str]) -> None:
+    url = server_env["RAG_VECTORDB_URL"]
+
+    async def call() -> tuple[CallToolResult, float]:
+        env = _child_env({**server_env, "RAG_SEARCH_STATEMENT_TIMEOUT_MS": "1000"})
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=env
+        )
+        async with Client(params, read_timeout_seconds=120) as client:
+            assert not (await client.call_tool("get_knowledge_stats", {})).is_error
+            with _documents_locked(url):
+                started = time.monotonic()
+                result = await client.call_tool("get_knowledge_stats", {})
+                return result, time.monotonic() - started
+
+    result, seconds = anyio.run(call)
+    assert result.is_error
+    assert "RAG_SEARCH_STATEMENT_TIMEOUT_MS" in _text(result)
+    assert seconds < 30  # bounded by the 1-second timeout, not by the lock

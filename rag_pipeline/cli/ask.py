@@ -217,19 +217,41 @@ def _print_json(value: dict[str, Any]) -> None:
     "http_port",
     type=click.IntRange(1, 65535),
     default=None,
-    help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.",
+    help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio; every request "
+    "must carry 'Authorization: Bearer <token>' (RAG_MCP_TOKEN, else RAG_HOME/mcp-token).",
 )
-def mcp(http_port: int | None) -> None:
+@click.option(
+    "--show-token",
+    is_flag=True,
+    help="Print the HTTP server's token (creating RAG_HOME/mcp-token if needed) and exit.",
+)
+def mcp(http_port: int | None, show_token: bool) -> None:
     """Run the MCP server exposing the knowledge tools to AI agents (stdio by default).
 
     Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs.
     """
+    from rag_pipeline.search.mcp_http import ensure_token
     from rag_pipeline.search.mcp_server import serve
 
     settings = cli_settings()
-    if http_port is not None:
-        click.echo(f"MCP server on http://127.0.0.1:{http_port}/mcp (Ctrl+C stops it)", err=True)
-    serve(settings, http_port=http_port)
+    if show_token:
+        with _errors_as_messages():
+            click.echo(ensure_token(settings).value)
+        return
+    if http_port is None:
+        serve(settings)
+        return
+    with _errors_as_messages():
+        token = ensure_token(settings)
+    # The token itself stays off the terminal (scrollback, screen shares, CI logs): its file is
+    # readable by the index's owner only, who is who should have it.
+    click.echo(
+        f"MCP server on http://127.0.0.1:{http_port}/mcp (Ctrl+C stops it); clients send "
+        f"'Authorization: Bearer <token>', the token is in {token.origin} "
+        "(`rag mcp --show-token` prints it)",
+        err=True,
+    )
+    serve(settings, http_port=http_port, token=token.value)
 
 
 def register(main: click.Group) -> None:

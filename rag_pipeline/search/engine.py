@@ -31,7 +31,7 @@ from rag_pipeline.search.language import (
     query_stop_words,
     request_words,
 )
-from rag_pipeline.search.pool import PoolSettings, get_pool, run
+from rag_pipeline.search.pool import run, search_pool, without_timeout
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, prepare_query
 from rag_pipeline.search.spelling import (
@@ -204,14 +204,8 @@ class Searcher:
         self.embedder: QueryEmbedder | Embedder = embedder or load_query_embedder(self.settings)
         self.keyword_scorer: KeywordScorer = keyword_scorer
         self.keyword_scan = keyword_scan
-        self._pool = get_pool(
-            self.conninfo,
-            PoolSettings(
-                size=self.settings.search_pool_size,
-                timeout=self.settings.search_pool_timeout,
-                ef_search=self.settings.search_ef_search,
-            ),
-        )
+        # Shared with the agent tools; restarts a stopped embedded server and reconnects.
+        self._pool = search_pool(self.settings, conninfo)
         self._vectors = _VectorCache(self.settings.search_query_cache_size)
         self.vocabulary = Vocabulary.load(self.settings.search_vocabulary_dir)
         self._phrase_vectors = PhraseVectors(
@@ -543,7 +537,7 @@ class Searcher:
 
     def _refresh_stats(self) -> None:
         try:
-            run(self._pool, refresh_search_stats)
+            run(self._pool, without_timeout(refresh_search_stats))
         except psycopg.Error as exc:  # the next check tries again
             logger.warning("could not refresh the search statistics: %s", exc)
         finally:
@@ -552,7 +546,7 @@ class Searcher:
 
     def refresh_stats(self) -> None:
         """Rebuild the BM25 statistics now if the chunks changed (e.g. right after an ingest)."""
-        run(self._pool, refresh_search_stats)
+        run(self._pool, without_timeout(refresh_search_stats))
 
 
 def _entity_weights(settings: Settings, query: Query) -> dict[str, float]:

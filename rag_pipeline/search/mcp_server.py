@@ -5,8 +5,17 @@ lookups, developer documentation. Descriptions and argument schemas are written 
 that chooses among them. A failure (no database, bad arguments) comes back as a tool error the
 model can read, never as a crash of the server.
 
-Transports: stdio (what Claude Desktop, Claude Code and most clients launch), or streamable
-HTTP on the loopback interface only (`--http PORT`): the index has no authentication.
+Every argument is bounded (lengths, counts) before any SQL runs; every statement runs on the
+shared search pool (`pool.py`): with a statement timeout, reconnecting after a restart of the
+server, and cancelled when the request that asked is cancelled or its client goes away.
+
+Transports: stdio (what Claude Desktop, Claude Code and most clients launch; whoever starts
+the process owns it, so no token), or streamable HTTP on the loopback interface only
+(`--http PORT`), behind a bearer token and session caps (`mcp_http.py`).
+
+A new tool: a method of `KnowledgeTools` (bounding its arguments with `_bounded`), a function
+in `build_server` calling it through `_run` with `Field` bounds in its signature, and an
+`add_tool` line.
 """
 
 import logging
@@ -17,12 +26,17 @@ from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from rag_pipeline.search.engine import Searcher, SearchHit
+from rag_pipeline.search.mcp_http import ensure_token, http_app
+from rag_pipeline.search.pool import Interrupt, SearchPool, search_pool
+from rag_pipeline.search.query import MAX_QUERY_CHARS
 from rag_pipeline.settings import ConfigError, Settings, load_settings
 from rag_pipeline.store.knowledge import (
     AD_ENTITY_PREFIXES,
@@ -37,11 +51,20 @@ logger = logging.getLogger(__name__)
 
 SERVER_NAME = "rag-pipeline-knowledge"
 LOOPBACK = "127.0.0.1"
+HTTP_PATH = "/mcp"
 # A section can be long; an agent reading ten of them needs them bounded.
 _MAX_SECTION_CHARS = 6000
 _MAX_AD_BODY_CHARS = 2000
 # Developer pages are found by searching widely, then keeping the developer documents.
 _DEVELOPER_POOL = 100
+
+# Bounds of the tools' arguments, checked before any SQL (issue 38: a 1,000,000-character name
+# in a regular expression ran for 1,001 s). Dictionary names and DB identifiers are at most 60
+# characters in iDempiere; a source type or language code is a short word.
+MAX_NAME_CHARS = 200
+MAX_FILTERS = 10
+MAX_FILTER_CHARS = 32
+MAX_TOP_K = 20
 
 EntityType = Literal["window", "tab", "field", "process", "table"]
 _T = TypeVar("_T")
@@ -144,6 +167,7 @@ class KnowledgeTools:
         """Use `settings` (default: the environment, read on first use)."""
         self._settings = settings
         self._searcher: Searcher | None = None
+        self._pool: SearchPool | None = None
         self._lock = threading.Lock()
 
     @property
@@ -160,6 +184,13 @@ class KnowledgeTools:
                 self._searcher = Searcher(self.settings)
             return self._searcher
 
+    def pool(self) -> SearchPool:
+        """The process's search pool (shared with the searcher; needs no model)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = search_pool(self.settings)
+            return self._pool
+
     def warm_up(self) -> None:
         """Open the index and load the model now, so the first tool call is fast."""
         self.searcher()
@@ -172,7 +203,10 @@ class KnowledgeTools:
         top_k: int = 5,
     ) -> KnowledgeResult:
         """Sections matching `query`."""
-        query = _required(query, "query")
+        query = _bounded(query, "query", MAX_QUERY_CHARS)
+        source_types = _filters(source_types, "source_types")
+        languages = _filters(languages, "languages")
+        top_k = _top_k(top_k)
         searcher = self.searcher()
         typed = searcher.prepare(query, None, languages or None)
         searched = searcher.corrected(typed)
@@ -192,11 +226,7 @@ class KnowledgeTools:
 
     def get_knowledge_stats(self) -> KnowledgeStatsResult:
         """Counts per source and language, the model, the last run per source."""
-        from rag_pipeline.operations.runtime import ready_conninfo
-        from rag_pipeline.store.connection import connect
-
-        with connect(ready_conninfo(self.settings)) as conn:
-            stats = knowledge_stats(conn)
+        stats = self.pool().run(knowledge_stats)
         return KnowledgeStatsResult(
             total_documents=sum(c.documents for c in stats.counts),
             total_chunks=sum(c.chunks for c in stats.counts),
@@ -226,12 +256,13 @@ class KnowledgeTools:
         self, name: str, entity_type: EntityType | None = None, top_k: int = 5
     ) -> ADResult:
         """Exact source id, name or DB identifier matches first, then search."""
-        from rag_pipeline.operations.runtime import ready_conninfo
-        from rag_pipeline.store.connection import connect
-
-        name = _required(name, "name")
-        with connect(ready_conninfo(self.settings)) as conn:
-            exact = find_ad_entities(conn, name, entity_type=entity_type, limit=top_k)
+        name = _bounded(name, "name", MAX_NAME_CHARS)
+        if entity_type is not None and entity_type not in AD_ENTITY_PREFIXES:
+            raise ToolError(f"entity_type must be one of {', '.join(AD_ENTITY_PREFIXES)}")
+        top_k = _top_k(top_k)
+        exact = self.pool().run(
+            lambda conn: find_ad_entities(conn, name, entity_type=entity_type, limit=top_k)
+        )
         matches = [
             ADMatch(
                 entity_type=e.entity_type,
@@ -279,13 +310,10 @@ class KnowledgeTools:
 
     def lookup_development_docs(self, topic: str, top_k: int = 5) -> KnowledgeResult:
         """Search restricted to developer documentation."""
-        from rag_pipeline.operations.runtime import ready_conninfo
-        from rag_pipeline.store.connection import connect
-
-        topic = _required(topic, "topic")
+        topic = _bounded(topic, "topic", MAX_QUERY_CHARS)
+        top_k = _top_k(top_k)
         names = [n.strip() for n in self.settings.developer_categories.split(",") if n.strip()]
-        with connect(ready_conninfo(self.settings)) as conn:
-            developer = developer_documents(conn, names)
+        developer = self.pool().run(lambda conn: developer_documents(conn, names))
         if not developer:
             return KnowledgeResult(
                 query=topic,
@@ -306,11 +334,34 @@ def _exact(match: str) -> Literal["source_id", "name", "identifier", "mention"]:
     return "mention"
 
 
-def _required(value: str, name: str) -> str:
+def _bounded(value: str, name: str, limit: int) -> str:
+    """`value` stripped; a tool error when empty or longer than `limit` characters."""
+    if len(value) > limit:
+        raise ToolError(f"{name} has {len(value):,} characters; at most {limit:,} are allowed")
     value = value.strip()
     if not value:
         raise ToolError(f"{name} must not be empty")
     return value
+
+
+def _filters(values: list[str] | None, name: str) -> list[str] | None:
+    """A filter list within MAX_FILTERS entries of MAX_FILTER_CHARS characters (None: none)."""
+    if not values:
+        return None
+    if len(values) > MAX_FILTERS:
+        raise ToolError(f"{name} has {len(values)} entries; at most {MAX_FILTERS} are allowed")
+    for value in values:
+        if len(value) > MAX_FILTER_CHARS:
+            raise ToolError(
+                f"an entry of {name} has {len(value):,} characters; at most {MAX_FILTER_CHARS}"
+            )
+    return values
+
+
+def _top_k(top_k: int) -> int:
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise ToolError(f"top_k must be between 1 and {MAX_TOP_K}")
+    return top_k
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
@@ -342,6 +393,7 @@ def _hits(hits: list[SearchHit]) -> list[KnowledgeHit]:
 def _as_tool_error(call: Callable[[], _T]) -> _T:
     """Run a tool; expected failures become tool errors the model reads, not crashes."""
     from psycopg import Error as DatabaseError
+    from psycopg.errors import QueryCanceled
 
     from rag_pipeline.core.embedding import EmbeddingModelError
     from rag_pipeline.store.migrations import ModelMismatchError
@@ -352,10 +404,36 @@ def _as_tool_error(call: Callable[[], _T]) -> _T:
         raise
     except (ConfigError, EmbeddingModelError, ModelMismatchError) as exc:
         raise ToolError(f"the knowledge index is not usable: {exc}") from exc
+    except QueryCanceled as exc:
+        raise ToolError(
+            "the query ran past RAG_SEARCH_STATEMENT_TIMEOUT_MS and was cancelled; "
+            "try fewer or more specific words"
+        ) from exc
     except DatabaseError as exc:
         raise ToolError(f"the knowledge index is unavailable: {_first_line(exc)}") from exc
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+
+
+async def _run(call: Callable[[], _T]) -> _T:
+    """Run a tool's blocking work in a worker thread, its failures as tool errors.
+
+    When the request is cancelled — the client sent `notifications/cancelled`, or the HTTP
+    request it came on went away — the statement it runs is cancelled on the server too,
+    instead of running on for nobody.
+    """
+    interrupt = Interrupt()
+
+    def work() -> _T:
+        with interrupt.bound():
+            return _as_tool_error(call)
+
+    try:
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(interrupt.cancel)
+        raise
 
 
 def _first_line(exc: Exception) -> str:
@@ -368,38 +446,43 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     tools = tools or KnowledgeTools()
     server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    def search_knowledge(
+    async def search_knowledge(
         query: Annotated[
             str,
             Field(
                 description="What to look for, in natural language or keywords, e.g. "
                 "'how to set up a default locator for a warehouse'.",
                 min_length=1,
+                max_length=MAX_QUERY_CHARS,
             ),
         ],
         source_types: Annotated[
-            list[str] | None,
+            list[Annotated[str, Field(max_length=MAX_FILTER_CHARS)]] | None,
             Field(
+                max_length=MAX_FILTERS,
                 description="Only these sources: 'wiki' (community wiki), 'k_entry' "
                 "(knowledge-base articles), 'ad_metadata' (Application Dictionary), 'files' "
-                "(local documents). Omit to search everything."
+                "(local documents). Omit to search everything.",
             ),
         ] = None,
         languages: Annotated[
-            list[str] | None,
+            list[Annotated[str, Field(max_length=MAX_FILTER_CHARS)]] | None,
             Field(
+                max_length=MAX_FILTERS,
                 description="Only these languages, as iDempiere codes ('en_US', 'sk_SK') or "
-                "two letters ('en'). Omit for all."
+                "two letters ('en'). Omit for all.",
             ),
         ] = None,
-        top_k: Annotated[int, Field(description="How many sections to return.", ge=1, le=20)] = 5,
+        top_k: Annotated[
+            int, Field(description="How many sections to return.", ge=1, le=MAX_TOP_K)
+        ] = 5,
     ) -> KnowledgeResult:
-        return _as_tool_error(lambda: tools.search_knowledge(query, source_types, languages, top_k))
+        return await _run(lambda: tools.search_knowledge(query, source_types, languages, top_k))
 
-    def get_knowledge_stats() -> KnowledgeStatsResult:
-        return _as_tool_error(tools.get_knowledge_stats)
+    async def get_knowledge_stats() -> KnowledgeStatsResult:
+        return await _run(tools.get_knowledge_stats)
 
-    def find_ad_entity(
+    async def find_ad_entity(
         name: Annotated[
             str,
             Field(
@@ -407,28 +490,34 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
                 "('Sales Order', 'Business Partner'), a DB identifier ('C_BPartner_ID', "
                 "'C_Order'), or an id like 'AD_Window:143'.",
                 min_length=1,
+                max_length=MAX_NAME_CHARS,
             ),
         ],
         entity_type: Annotated[
             EntityType | None,
             Field(description="Only this kind of dictionary entry. Omit for all kinds."),
         ] = None,
-        top_k: Annotated[int, Field(description="How many entries at most.", ge=1, le=20)] = 5,
+        top_k: Annotated[
+            int, Field(description="How many entries at most.", ge=1, le=MAX_TOP_K)
+        ] = 5,
     ) -> ADResult:
-        return _as_tool_error(lambda: tools.find_ad_entity(name, entity_type, top_k))
+        return await _run(lambda: tools.find_ad_entity(name, entity_type, top_k))
 
-    def lookup_development_docs(
+    async def lookup_development_docs(
         topic: Annotated[
             str,
             Field(
                 description="A development topic, e.g. 'register an event handler in a "
                 "plug-in', 'model factory', 'OSGi component'.",
                 min_length=1,
+                max_length=MAX_QUERY_CHARS,
             ),
         ],
-        top_k: Annotated[int, Field(description="How many sections to return.", ge=1, le=20)] = 5,
+        top_k: Annotated[
+            int, Field(description="How many sections to return.", ge=1, le=MAX_TOP_K)
+        ] = 5,
     ) -> KnowledgeResult:
-        return _as_tool_error(lambda: tools.lookup_development_docs(topic, top_k))
+        return await _run(lambda: tools.lookup_development_docs(topic, top_k))
 
     # Every tool only reads the local index: clients may run them without asking each time.
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -500,16 +589,33 @@ def _stdout_to_stderr() -> Generator[None]:
         os.close(saved)
 
 
-def serve(settings: Settings, *, http_port: int | None = None) -> None:
-    """Run the server over stdio, or streamable HTTP on 127.0.0.1:`http_port`, until stopped."""
+def serve(settings: Settings, *, http_port: int | None = None, token: str | None = None) -> None:
+    """Run the server over stdio, or streamable HTTP on 127.0.0.1:`http_port`, until stopped.
+
+    Over HTTP every request must carry `token` (default: `mcp_http.ensure_token`).
+    """
     tools = KnowledgeTools(settings)
+    if http_port is not None and token is None:
+        token = ensure_token(settings).value  # a bad token file fails before the model loads
     with _stdout_to_stderr():
         try:
             tools.warm_up()
         except Exception as exc:  # reported by each tool call; the server still starts
             logger.warning("the knowledge index is not ready yet: %s", _first_line(exc))
     server = build_server(tools)
-    if http_port is None:
+    if http_port is None or token is None:
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=LOOPBACK, port=http_port)
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(
+        streamable_http_path=HTTP_PATH,
+        host=LOOPBACK,
+        session_idle_timeout=settings.mcp_session_idle_seconds,
+        # The limiter in front keeps fewer; the SDK's cap is only a backstop.
+        max_sessions=settings.mcp_max_sessions,
+    )
+    config = uvicorn.Config(
+        http_app(app, settings, token), host=LOOPBACK, port=http_port, log_level="warning"
+    )
+    uvicorn.Server(config).run()
