@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from rag_pipeline.cli import main
+from rag_pipeline.operations.validation import validate
 from rag_pipeline.settings import Settings
 from rag_pipeline.store import backup
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.dump_loader import loader_login
 from rag_pipeline.store.migrations import available_migrations
 from rag_pipeline.store.schema_objects import migrate_stepwise
-from rag_pipeline.validation import validate
 from rag_pipeline_tests.pipeline_helpers import ingest, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
