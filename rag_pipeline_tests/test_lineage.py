@@ -1,0 +1,191 @@
+"""Document lineage and history (`rag show`, rag.document_versions, the UI's document table).
+
+Real Dagster job runs of the files source on real PostgreSQL + pgvector and the real model.
+"""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+from rag_pipeline.cli import main
+from rag_pipeline.settings import Settings
+from rag_pipeline.store.connection import connect
+from rag_pipeline_tests.pipeline_helpers import ingest, write
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _paragraph(topic: str, facts: str) -> str:
+    """A section long enough (over 200 tokens) to be chunked on its own."""
+    return " ".join(f"{topic} rule {n}: {facts} in case {n}." for n in range(1, 19))
+
+
+ALPHA = _paragraph("Alpha locators", "stock sits in an aisle, a bin and a level")
+BETA_1 = _paragraph("Beta price lists", "each version holds list, standard and limit prices")
+BETA_2 = _paragraph("Beta price lists", "each version holds a valid-from date and prices")
+GAMMA = _paragraph("Gamma replenishment", "stock moves when it falls below the minimum")
+
+
+def guide(beta: str, gamma: bool = False) -> str:
+    text = f"# Guide\n\n## Alpha\n\n{ALPHA}\n\n## Beta\n\n{beta}\n"
+    return text + (f"\n## Gamma\n\n{GAMMA}\n" if gamma else "")
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+def rag(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def show_json(target: str) -> dict[str, Any]:
+    result = rag("show", target, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _guide_id(database_url: str) -> str:
+    with connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT id FROM rag.documents WHERE source_id LIKE %s", ("%/guide.md",)
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _history_rows(database_url: str, document_id: str) -> int:
+    with connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM rag.document_versions WHERE document_id = %s", (document_id,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _table(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(record.data) for record in metadata["documents"].records]
+
+
+@pytest.fixture
+def edited(
+    rag_env: Settings, database_url: str, tmp_path: Path, instance: dg.DagsterInstance
+) -> tuple[Path, str, list[dict[str, Any]]]:
+    """A folder ingested three times: as written, with Beta changed, then with Gamma added."""
+    folder = tmp_path / "corpus"
+    write(folder, "guide.md", guide(BETA_1))
+    write(folder, "other.md", "# Other\n\nPeriod control opens and closes accounting periods.\n")
+    tables = [_table(ingest(folder, instance))]
+    write(folder, "guide.md", guide(BETA_2))
+    tables.append(_table(ingest(folder, instance)))
+    write(folder, "guide.md", guide(BETA_2, gamma=True))
+    tables.append(_table(ingest(folder, instance)))
+    return folder, _guide_id(database_url), tables
+
+
+def test_show_json_has_every_version_stage_run_and_chunk_origin_and_the_diff(
+    edited: tuple[Path, str, list[dict[str, Any]]], instance: dg.DagsterInstance
+) -> None:
+    _, document_id, _ = edited
+    report = show_json(document_id)
+    assert report["document"]["id"] == document_id
+    assert report["document"]["partitions"]
+    versions = report["versions"]
+    assert [v["version"] for v in versions] == [3, 2, 1]
+    assert [v["current"] for v in versions] == [True, False, False]
+    run_ids = [v["run_id"] for v in versions]
+    assert len(set(run_ids)) == 3
+    for run_id in run_ids:
+        assert instance.get_run_by_id(run_id) is not None
+    stages = report["stages"]
+    assert [s["stage"] for s in stages] == ["raw", "markdown", "sanitized", "chunks", "embeddings"]
+    for stage in stages:
+        assert stage["run_id"] == run_ids[0]  # the file changed: every stage ran again
+        assert all(stage[field] for field in ("input_hash", "output_hash", "code_version", "at"))
+    titles = {s["id"]: s["title"] for s in report["sections"]}
+    origins: dict[str, set[str]] = {}
+    for chunk in report["chunks"]:
+        origins.setdefault(titles[chunk["section_id"]], set()).add(chunk["vector"])
+    # Only Gamma's text is new in the third version; Alpha's and Beta's vectors were reused.
+    assert origins == {"Alpha": {"reused"}, "Beta": {"reused"}, "Gamma": {"computed"}}
+    gamma_chunks = sum(1 for c in report["chunks"] if c["vector"] == "computed")
+
+    result = rag("show", document_id, "--diff", "--against", "1", "--json")
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.output)
+    changes = {s["name"]: s["change"] for s in diff["sections"]}
+    assert changes == {"Guide › Beta": "changed", "Guide › Gamma": "added"}
+    beta = next(s for s in diff["sections"] if s["change"] == "changed")["diff"]
+    assert "-Beta price lists rule 1: each version holds list" in beta
+    assert "+Beta price lists rule 1: each version holds a valid-from" in beta
+    assert "Alpha" not in beta
+    # Alpha's chunks are the same texts: not re-embedded. Gamma's were embedded by this
+    # version's run; Beta's new texts by the second version's run (reused from the cache).
+    assert diff["chunks_unchanged"] >= 1
+    assert diff["chunks_reembedded"] == gamma_chunks
+    assert diff["chunks_reused"] >= 1
+    last = rag("show", document_id, "--diff")
+    assert last.exit_code == 0, last.output
+    assert "added: Guide › Gamma" in last.output
+    assert "changed:" not in last.output
+    text = rag("show", document_id)
+    assert text.exit_code == 0, text.output
+    assert all(part in text.output for part in ("Guide › Gamma", "v3", "reused", "computed"))
+
+
+def test_materialization_lists_added_changed_and_deleted_documents(
+    edited: tuple[Path, str, list[dict[str, Any]]],
+    database_url: str,
+    instance: dg.DagsterInstance,
+) -> None:
+    folder, document_id, tables = edited
+    first, second, _ = tables
+    assert sorted((r["change"], r["source_id"].rsplit("/", 1)[-1]) for r in first) == [
+        ("added", "guide.md"),
+        ("added", "other.md"),
+    ]
+    assert [(r["change"], r["source_id"].rsplit("/", 1)[-1]) for r in second] == [
+        ("changed", "guide.md")
+    ]
+    assert second[0]["version"]  # the file's size and mtime, or its hash
+    other_source = next(r["source_id"] for r in first if r["source_id"].endswith("other.md"))
+    other = show_json(other_source)["document"]["id"]
+    assert _history_rows(database_url, other) == 1
+    (folder / "other.md").unlink()
+    deleted = _table(ingest(folder, instance))
+    assert [(r["change"], r["source_id"].rsplit("/", 1)[-1]) for r in deleted] == [
+        ("deleted", "other.md")
+    ]
+    assert _history_rows(database_url, other) == 0
+    assert _history_rows(database_url, document_id) == 3
+    result = rag("clear", "--source", "files", "-y")
+    assert result.exit_code == 0, result.output
+    assert _history_rows(database_url, document_id) == 0
+
+
+def test_history_survives_backup_and_restore(
+    edited: tuple[Path, str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    _, document_id, _ = edited
+    before = show_json(document_id)
+    dump = tmp_path / "kb.dump"
+    assert rag("backup", str(dump)).exit_code == 0
+    assert rag("restore", "-y", str(dump)).exit_code == 0
+    after = show_json(document_id)
+    assert after["versions"] == before["versions"]
+    assert after["stages"] == before["stages"]
+
+
+def test_unknown_target_exits_1_with_one_line(rag_env: Settings) -> None:
+    result = rag("show", "no-such-document")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: no indexed document, chunk or source id 'no-such-document'"
+    ]
