@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import dagster as dg
 import pytest
 from click.testing import CliRunner
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
 
 from rag_pipeline.cli import main
+from rag_pipeline.search.mcp_server import KnowledgeTools, build_server
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import ingest, write
@@ -181,6 +185,27 @@ def test_history_survives_backup_and_restore(
     after = show_json(document_id)
     assert after["versions"] == before["versions"]
     assert after["stages"] == before["stages"]
+
+
+async def _lineage_calls(settings: Settings, targets: list[str]) -> list[CallToolResult]:
+    async with Client(build_server(KnowledgeTools(settings))) as client:
+        return [await client.call_tool("get_document_lineage", {"target": t}) for t in targets]
+
+
+def test_mcp_tool_returns_the_lineage_or_an_error(
+    edited: tuple[Path, str, list[dict[str, Any]]], rag_env: Settings
+) -> None:
+    _, document_id, _ = edited
+    report = show_json(document_id)
+    chunk_id = report["chunks"][0]["id"]
+    by_chunk, unknown = anyio.run(_lineage_calls, rag_env, [chunk_id, "no-such-document"])
+    assert not by_chunk.is_error
+    assert by_chunk.structured_content is not None
+    assert by_chunk.structured_content["document"]["id"] == document_id
+    assert by_chunk.structured_content["versions"] == report["versions"]
+    assert unknown.is_error
+    assert isinstance(unknown.content[0], TextContent)
+    assert "no-such-document" in unknown.content[0].text
 
 
 def test_unknown_target_exits_1_with_one_line(rag_env: Settings) -> None:

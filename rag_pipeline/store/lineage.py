@@ -271,3 +271,16 @@ def version_diff(
             raise UnknownDocumentError(f"no version {against} kept (kept: {numbers})")
         older = found[0]
     return diff_versions(snapshot(older), snapshot(current))
+
+
+def lineage_of(
+    conn: psycopg.Connection,
+    target: str,
+    *,
+    source_type: str | None = None,
+    language: str | None = None,
+    ui_url: str | None = None,
+) -> dict[str, Any]:
+    """`lineage_json` of the document `target` names (see `resolve`)."""
+    document_id = resolve(conn, target, source_type=source_type, language=language)
+    return lineage_json(conn, document_id, ui_url=ui_url)
