@@ -214,3 +214,59 @@ def test_unknown_target_exits_1_with_one_line(rag_env: Settings) -> None:
     assert result.output.strip().splitlines() == [
         "Error: no indexed document, chunk or source id 'no-such-document'"
     ]
+
+
+DEMO_EXPORT = (
+    Path(__file__).resolve().parents[1] / "rag_pipeline/demo/wiki/idempiere-demo-export.xml"
+)
+OLD_TITLE = "Developing Plug-Ins - Get your Plug-In running"
+NEW_TITLE = "Plug-In Development - Getting Started"
+TROUBLESHOOTING = (
+    "== Troubleshooting ==\nA bundle that stays RESOLVED lacks an import: check the "
+    "Import-Package header of its MANIFEST.MF and the console's diag command.\n\n"
+)
+
+
+def _ingest_wiki(export: Path, instance: dg.DagsterInstance) -> None:
+    from rag_pipeline.definitions import defs
+
+    key = f"export:{export.resolve()}"
+    if not instance.has_dynamic_partition("wiki_partitions", key):
+        instance.add_dynamic_partitions("wiki_partitions", [key])
+    job = defs().resolve_job_def("wiki_ingest_job")
+    assert job.execute_in_process(instance=instance, partition_key=key).success
+
+
+def test_a_wiki_page_moved_and_edited_is_one_document_with_two_versions(
+    rag_env: Settings,
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RAG_WIKI_API_URL", raising=False)
+    export = tmp_path / "wiki.xml"
+    text = DEMO_EXPORT.read_text(encoding="utf-8")
+    export.write_text(text, encoding="utf-8")
+    _ingest_wiki(export, instance)
+    before = show_json("101")
+    assert before["document"]["title"] == OLD_TITLE
+    # The page is moved (same page id, new title) and edited (a new revision, a new section).
+    assert text.count("<id>2101</id>") == 1
+    moved = (
+        text.replace(f"<title>{OLD_TITLE}</title>", f"<title>{NEW_TITLE}</title>")
+        .replace("<id>2101</id>", "<id>2201</id>")
+        .replace("== Running it ==", TROUBLESHOOTING + "== Running it ==", 1)
+    )
+    export.write_text(moved, encoding="utf-8")
+    _ingest_wiki(export, instance)
+    after = show_json("101")
+    assert after["document"]["id"] == before["document"]["id"]
+    assert after["document"]["title"] == NEW_TITLE
+    assert [(v["version"], v["source_version"], v["title"]) for v in after["versions"]] == [
+        (2, "2201", NEW_TITLE),
+        (1, "2101", OLD_TITLE),
+    ]
+    result = rag("show", "101", "--source", "wiki", "--diff", "--json")
+    assert result.exit_code == 0, result.output
+    changes = [(s["change"], s["name"]) for s in json.loads(result.output)["sections"]]
+    assert changes == [("added", "Troubleshooting")]

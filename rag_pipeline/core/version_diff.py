@@ -1,7 +1,9 @@
 """What changed between two versions of a document: sections and chunk vectors.
 
 Sections are matched by their heading path (the n-th section with the same path matches the
-n-th), not by id: a section id names its text, so an edited section gets a new id. A matched
+n-th), not by id: a section id names its text, so an edited section gets a new id. A heading
+that is the document's title matches the other version's title: a moved (renamed) wiki page
+keeps its opening section. A matched
 section whose text hash differs is changed, and its Markdown is shown as a unified diff.
 A chunk of the newer version is `unchanged` when the older version had the same text (its
 vector was reused), else `re-embedded` when that version's run computed its vector, else
@@ -47,6 +49,7 @@ class VersionSnapshot:
     body: str
     sections: Sequence[SectionSnapshot]
     chunks: Sequence[ChunkSnapshot]
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,13 +74,18 @@ class VersionDiff:
     chunks_removed: int = 0
 
 
-def _keyed(sections: Sequence[SectionSnapshot]) -> dict[tuple[str, int], SectionSnapshot]:
+_TITLE = "\x00title"  # stands for the document's title in a section's key
+
+
+def _keyed(version: VersionSnapshot) -> dict[tuple[str, int], SectionSnapshot]:
     seen: dict[str, int] = {}
     keyed: dict[tuple[str, int], SectionSnapshot] = {}
-    for section in sections:
-        n = seen.get(section.name, 0)
-        seen[section.name] = n + 1
-        keyed[(section.name, n)] = section
+    for section in version.sections:
+        path = section.heading_path or (section.title,)
+        name = SECTION_PATH_SEPARATOR.join(_TITLE if p == version.title else p for p in path)
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        keyed[(name, n)] = section
     return keyed
 
 
@@ -97,7 +105,7 @@ def _unified(old: str, new: str, name: str, old_version: int, new_version: int) 
 
 def diff_versions(old: VersionSnapshot, new: VersionSnapshot) -> VersionDiff:
     """Sections added, removed and changed from `old` to `new`, and where new vectors came from."""
-    before, after = _keyed(old.sections), _keyed(new.sections)
+    before, after = _keyed(old), _keyed(new)
     changes: list[SectionChange] = []
     for key, section in after.items():
         previous = before.get(key)

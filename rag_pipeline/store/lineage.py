@@ -247,6 +247,7 @@ def snapshot(row: VersionRow) -> VersionSnapshot:
             for s in row.sections
         ],
         chunks=[ChunkSnapshot(c["sha256"], c.get("computed")) for c in row.chunks],
+        title=row.title,
     )
 
 
