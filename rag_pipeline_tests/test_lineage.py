@@ -148,6 +148,7 @@ def test_materialization_lists_added_changed_and_deleted_documents(
     edited: tuple[Path, str, list[dict[str, Any]]],
     database_url: str,
     instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     folder, document_id, tables = edited
     first, second, _ = tables
@@ -169,6 +170,19 @@ def test_materialization_lists_added_changed_and_deleted_documents(
     ]
     assert _history_rows(database_url, other) == 0
     assert _history_rows(database_url, document_id) == 3
+    # A broken edit: the stage that failed and its reason show; the indexed version stays.
+    write(folder, "guide.md", guide(BETA_2, gamma=True) + "\nOne line more.\n")
+    monkeypatch.setenv("RAG_FILES_MAX_BYTES", "1000")
+    ingest(folder, instance)
+    monkeypatch.delenv("RAG_FILES_MAX_BYTES")
+    report = show_json(document_id)
+    failed = [s for s in report["stages"] if s["status"] == "failed"]
+    assert [s["stage"] for s in failed] == ["raw"]
+    assert failed[0]["reason"]
+    assert instance.get_run_by_id(failed[0]["run_id"]) is not None
+    assert len(report["versions"]) == 3
+    text = rag("show", document_id)
+    assert f"raw        FAILED  run {failed[0]['run_id']}" in text.output
     result = rag("clear", "--source", "files", "-y")
     assert result.exit_code == 0, result.output
     assert _history_rows(database_url, document_id) == 0
