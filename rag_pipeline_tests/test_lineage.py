@@ -284,3 +284,76 @@ def test_a_wiki_page_moved_and_edited_is_one_document_with_two_versions(
     assert result.exit_code == 0, result.output
     changes = [(s["change"], s["name"]) for s in json.loads(result.output)["sections"]]
     assert changes == [("added", "Troubleshooting")]
+
+
+@pytest.fixture
+def own_idempiere(
+    rag_env: Settings, pg_admin_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A demo iDempiere database of this test alone, configured through IDEMPIERE_DB_*."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+
+    from rag_pipeline.sources.idempiere.demo_db import admin_conninfo, ensure_demo_database_on
+
+    name = f"idem_{uuid.uuid4().hex[:10]}"
+    url = ensure_demo_database_on(pg_admin_uri, name)
+    params = conninfo_to_dict(url)
+    monkeypatch.setenv("IDEMPIERE_DB_HOST", str(params["host"]))
+    monkeypatch.setenv("IDEMPIERE_DB_PORT", str(params.get("port") or 5432))
+    monkeypatch.setenv("IDEMPIERE_DB_NAME", name)
+    monkeypatch.setenv("IDEMPIERE_DB_USER", str(params["user"]))
+    if params.get("passfile"):
+        line = Path(str(params["passfile"])).read_text().splitlines()[0]
+        monkeypatch.setenv("IDEMPIERE_DB_PASSWORD", line.split(":", 4)[4])
+    monkeypatch.setenv("RAG_LANGUAGES", "en_US,es_CO")
+    yield url
+    with psycopg.connect(admin_conninfo(url), autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _ingest_k_entry(language: str, instance: dg.DagsterInstance) -> None:
+    from rag_pipeline.definitions import defs
+    from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
+
+    job = defs().resolve_job_def("k_entry_ingest_job")
+    assert job.partitions_def is not None
+    register_partition_key(instance, job.partitions_def, language)
+    assert job.execute_in_process(instance=instance, partition_key=language).success
+
+
+def test_a_k_entry_translation_edit_is_a_version_of_that_language_only(
+    own_idempiere: str, instance: dg.DagsterInstance
+) -> None:
+    import psycopg
+
+    _ingest_k_entry("en_US", instance)
+    _ingest_k_entry("es_CO", instance)
+    ambiguous = rag("show", "1000003", "--source", "k_entry")
+    assert ambiguous.exit_code == 1
+    assert "--lang en_US" in ambiguous.output
+    assert "--lang es_CO" in ambiguous.output
+    with psycopg.connect(own_idempiere) as conn:
+        conn.execute(
+            "UPDATE k_entry_trl SET textmsg = textmsg || '<p>Nueva nota sobre el inventario.</p>',"
+            " updated = now() WHERE k_entry_id = 1000003 AND ad_language = 'es_CO'"
+        )
+    _ingest_k_entry("es_CO", instance)
+    spanish = json.loads(
+        rag("show", "1000003", "--source", "k_entry", "--lang", "es_CO", "--json").output
+    )
+    english = json.loads(
+        rag("show", "1000003", "--source", "k_entry", "--lang", "en_US", "--json").output
+    )
+    assert [v["version"] for v in spanish["versions"]] == [2, 1]
+    first, second = spanish["versions"][1], spanish["versions"][0]
+    assert first["source_version"] != second["source_version"]  # the translation's Updated
+    assert [v["version"] for v in english["versions"]] == [1]
+    result = rag("show", "1000003", "--source", "k_entry", "--lang", "es_CO", "--diff", "--json")
+    assert result.exit_code == 0, result.output
+    sections = json.loads(result.output)["sections"]
+    assert [s["change"] for s in sections] == ["changed"]
+    assert "+Nueva nota sobre el inventario." in sections[0]["diff"]
