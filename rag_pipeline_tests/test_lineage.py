@@ -357,3 +357,30 @@ def test_a_k_entry_translation_edit_is_a_version_of_that_language_only(
     sections = json.loads(result.output)["sections"]
     assert [s["change"] for s in sections] == ["changed"]
     assert "+Nueva nota sobre el inventario." in sections[0]["diff"]
+
+
+def test_an_existing_index_upgrades_with_its_current_version_as_version_1(
+    rag_env: Settings, database_url: str, tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    from rag_pipeline.store.migrations import migrate
+
+    folder = tmp_path / "corpus"
+    write(folder, "guide.md", guide(BETA_1))
+    ingest(folder, instance)
+    document_id = _guide_id(database_url)
+    with connect(database_url) as conn:
+        # The database as it was before m010.
+        conn.execute("DROP TABLE rag.document_versions")
+        conn.execute("DROP FUNCTION rag.drop_document_history() CASCADE")
+        conn.execute("DELETE FROM rag.schema_migrations WHERE version = 10")
+        conn.commit()
+        assert 10 in migrate(conn)
+    report = show_json(document_id)
+    (only,) = report["versions"]
+    assert (only["version"], only["run_id"], only["current"]) == (1, None, True)
+    assert only["chunks"] == len(report["chunks"]) > 0
+    assert {c["vector"] for c in report["chunks"]} == {"unknown"}
+    # The next change is version 2, and the upgraded trigger still guards the history.
+    write(folder, "guide.md", guide(BETA_2))
+    ingest(folder, instance)
+    assert [v["version"] for v in show_json(document_id)["versions"]] == [2, 1]
