@@ -95,10 +95,16 @@ def edited(
 
 
 def test_show_json_has_every_version_stage_run_and_chunk_origin_and_the_diff(
-    edited: tuple[Path, str, list[dict[str, Any]]], instance: dg.DagsterInstance
+    edited: tuple[Path, str, list[dict[str, Any]]],
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, document_id, _ = edited
+    monkeypatch.setenv("RAG_DAGSTER_UI_URL", "http://127.0.0.1:3000/")
     report = show_json(document_id)
+    hit = rag("show", "--hit", "1", "Gamma replenishment minimum level", "--json")
+    assert hit.exit_code == 0, hit.output
+    assert json.loads(hit.output)["document"]["id"] == document_id
     assert report["document"]["id"] == document_id
     assert report["document"]["partitions"]
     versions = report["versions"]
@@ -112,6 +118,7 @@ def test_show_json_has_every_version_stage_run_and_chunk_origin_and_the_diff(
     assert [s["stage"] for s in stages] == ["raw", "markdown", "sanitized", "chunks", "embeddings"]
     for stage in stages:
         assert stage["run_id"] == run_ids[0]  # the file changed: every stage ran again
+        assert stage["run_url"] == f"http://127.0.0.1:3000/runs/{run_ids[0]}"
         assert all(stage[field] for field in ("input_hash", "output_hash", "code_version", "at"))
     titles = {s["id"]: s["title"] for s in report["sections"]}
     origins: dict[str, set[str]] = {}

@@ -29,6 +29,8 @@ def test_defaults_use_embedded_database_and_bundled_model(
         ("RAG_EMBEDDING_BATCH_SIZE", "0"),
         ("RAG_CHUNK_TARGET_TOKENS", "-5"),
         ("RAG_SEARCH_VOCABULARY_WEIGHT", "1.5"),
+        ("RAG_HISTORY_VERSIONS", "-1"),
+        ("RAG_DAGSTER_UI_URL", "127.0.0.1:3000"),
     ],
 )
 def test_invalid_value_names_the_variable(
