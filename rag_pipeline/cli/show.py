@@ -104,7 +104,7 @@ def _print_report(report: dict[str, Any]) -> None:
             click.echo(f"  {s['stage']:<11}FAILED  run {s['run_id']}  {s['at']}: {s['reason']}")
             continue
         click.echo(
-            f"  {s['stage']:<11}code {s.get('code_version') or '?':<4}"
+            f"  {s['stage']:<11}code {s.get('code_version') or '?'}  "
             f"in {str(s.get('input_hash'))[:12]}  out {str(s.get('output_hash'))[:12]}  "
             f"run {s.get('run_id') or '?'}  {s.get('at')}"
         )
