@@ -500,6 +500,26 @@ class Settings(BaseSettings):
             raise ValueError("must be at least 16 printable characters without spaces")
         return SecretStr(token)
 
+    # Document lineage and history (issue 35: `rag show`, rag.document_versions).
+    history_versions: Annotated[int, Field(ge=0, le=100)] = Field(
+        default=3,
+        description="Earlier versions of each document kept besides the "
+        "current one (0 to 100; 0 keeps only the current version's lineage); the oldest is "
+        "pruned when a document changes.",
+    )
+    dagster_ui_url: str | None = Field(
+        default=None,
+        description="Base URL of the Dagster webserver (e.g. "
+        "http://127.0.0.1:3000); `rag show` then prints each run's URL.",
+    )
+
+    @field_validator("dagster_ui_url")
+    @classmethod
+    def _ui_url_is_http(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("RAG_DAGSTER_UI_URL must start with http:// or https://")
+        return value.rstrip("/") if value else None
+
 
 def parse_entity_weights(text: str) -> dict[str, float]:
     """'table=0.8,field=0.5' as {'table': 0.8, 'field': 0.5}; ValueError names the bad part."""

@@ -26,7 +26,13 @@ from psycopg.types.json import Jsonb
 from rag_pipeline.search.mcp_server import MAX_FILTERS, MAX_NAME_CHARS
 from rag_pipeline_tests.ask_support import demo_index
 
-TOOLS = {"search_knowledge", "get_knowledge_stats", "find_ad_entity", "lookup_development_docs"}
+TOOLS = {
+    "search_knowledge",
+    "get_knowledge_stats",
+    "find_ad_entity",
+    "lookup_development_docs",
+    "get_document_lineage",
+}
 
 # Application Dictionary documents in the shape the ad_metadata source stores them (DB
 # identifiers in the body, the defining one in the metadata). They are added next to the demo

@@ -39,6 +39,8 @@ def test_defaults_use_embedded_database_and_bundled_model(
         ("RAG_WIKI_MAX_LISTING_REQUESTS", "0"),
         ("RAG_WIKI_LISTING_TIMEOUT_SECONDS", "-1"),
         ("RAG_LLM_DEADLINE_SECONDS", "0"),
+        ("RAG_HISTORY_VERSIONS", "-1"),
+        ("RAG_DAGSTER_UI_URL", "127.0.0.1:3000"),
     ],
 )
 def test_invalid_value_names_the_variable(

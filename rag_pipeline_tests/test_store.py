@@ -127,7 +127,7 @@ def test_an_index_of_release_three_is_reread_with_split_and_folded_words(databas
         found = conn.execute(
             "SELECT count(*) FROM rag.chunks WHERE tsv @@ to_tsquery('english', 'cash & receipt')"
         ).fetchone()
-    assert applied == [4, 5, 6, 7, 8]
+    assert applied == [m.version for m in available_migrations()[3:]]
     assert before is not None
     assert "'bank/cash'" in before[0]
     assert after == ("'bank':1A 'cash':2A 'confirm':6B 'receipt':5B 'ship':4B 'statement':3A",)

@@ -15,6 +15,7 @@ import dagster as dg
 from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.core.records import ChunkedRecord
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, source_of
+from rag_pipeline.orchestration import lineage
 from rag_pipeline.orchestration.indexing import indexed_documents
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import index, runs, stages
@@ -35,6 +36,7 @@ class IndexOutput:
     ready: dict[str, str] = field(default_factory=lambda: {})  # key -> input hash
     failed: list[FailedDocument] = field(default_factory=lambda: [])
     stats: dict[str, Any] = field(default_factory=lambda: {})
+    computed: set[str] = field(default_factory=lambda: set())  # texts embedded by this run
 
 
 class PgVectorIOManager(dg.ConfigurableIOManager):
@@ -60,6 +62,9 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
                 )
                 index.write_documents(conn, list(indexed_documents(conn, records, obj.model_id)))
             stats = {**obj.stats, "documents_deleted": deleted}
+            documents = lineage.record_index_write(
+                conn, context.run_id, obj, self.vectordb.settings()
+            )
             runs.record_errors(
                 conn,
                 run_id=context.run_id,
@@ -81,6 +86,7 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
                 "documents_deleted": deleted,
                 "documents_in_partition": counts["documents"],
                 "sections_in_partition": counts["sections"],
+                **documents,
             }
         )
 

@@ -38,6 +38,7 @@ class EmbedResult:
     chunks_embedded: int = 0
     chunks_reused: int = 0
     embed_seconds: float = 0.0
+    computed: set[str] = field(default_factory=lambda: set())  # sha256 of texts embedded now
 
 
 def embeddings_fingerprint(model_id: str, max_tokens: int) -> str:
@@ -86,6 +87,7 @@ def embed_missing(
         store_vectors(conn, embedder.model_id, list(zip(shas, vectors, strict=True)))
         result.embed_seconds += time.perf_counter() - started
         result.chunks_embedded += len(shas)
+        result.computed.update(shas)
         pending.clear()
         if progress is not None:
             progress(result.chunks_embedded)

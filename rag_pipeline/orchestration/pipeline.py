@@ -618,6 +618,7 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
                 ready=result.ready,
                 failed=result.failed,
                 stats=stats,
+                computed=result.computed,
             ),
             metadata=metadata,
         )

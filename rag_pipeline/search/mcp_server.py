@@ -568,6 +568,56 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
             "it for programming questions; use search_knowledge for how to use the ERP."
         ),
     )
+
+    # Issue 35: a document's lineage (store/lineage.py), the JSON of `rag show --json`.
+    def get_document_lineage(
+        target: Annotated[
+            str,
+            Field(
+                description="A hit's document_id or chunk_id, or a document's source_id.",
+                min_length=1,
+            ),
+        ],
+        source_type: Annotated[
+            str | None, Field(description="The source, where a source_id is ambiguous.")
+        ] = None,
+        language: Annotated[
+            str | None, Field(description="The language, where a source_id is ambiguous.")
+        ] = None,
+    ) -> dict[str, Any]:
+        from rag_pipeline.operations.runtime import ready_conninfo
+        from rag_pipeline.store import lineage
+        from rag_pipeline.store.connection import connect
+
+        def lineage_json() -> dict[str, Any]:
+            settings = tools.settings
+            with connect(ready_conninfo(settings)) as conn:
+                try:
+                    return lineage.lineage_of(
+                        conn,
+                        _required(target, "target"),
+                        source_type=source_type,
+                        language=language,
+                        ui_url=settings.dagster_ui_url,
+                    )
+                except lineage.UnknownDocumentError as exc:
+                    raise ToolError(str(exc)) from exc
+
+        return _as_tool_error(lineage_json)
+
+    server.add_tool(
+        get_document_lineage,
+        name="get_document_lineage",
+        annotations=read_only,
+        title="Lineage of one document",
+        description=(
+            "Where a search hit comes from and how it was built: the document's source, "
+            "partitions, source version and fetch time; each pipeline stage (raw, markdown, "
+            "sanitized, chunks, embeddings) with its run id, hashes, code version and time, "
+            "and failed stages with their reason; its sections and chunks (vector computed or "
+            "reused); the versions kept. Give a hit's document_id or chunk_id."
+        ),
+    )
     return server
 
 

@@ -58,6 +58,8 @@ COUNTED_TABLES = (
     "rag.embedding_cache",
     "rag.stage_documents",
     "rag.ingest_errors",
+    "rag.folders",
+    "rag.document_versions",
 )
 
 
@@ -189,6 +191,8 @@ def row_counts(conninfo: str) -> dict[str, int]:
         counts = {}
         for table in COUNTED_TABLES:
             schema, name = table.split(".")
+            if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone() == (None,):
+                continue  # a dump of an older schema, from before the table
             row = conn.execute(
                 sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, name))
             ).fetchone()
