@@ -7,7 +7,7 @@ changed, deleted or failed, so a user can go from a run to its documents in the 
 a document to its runs with `rag show`).
 """
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 import dagster as dg
@@ -30,7 +30,7 @@ class WrittenIndex(Protocol):
     source_type: str
     ready: dict[str, str]
     failed: list[FailedDocument]
-    computed: Collection[str]
+    computed: set[str]
 
 
 def stage_code_versions() -> dict[str, str]:

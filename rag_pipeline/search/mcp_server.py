@@ -441,8 +441,30 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _lineage_json(
+    tools: KnowledgeTools, target: str, source_type: str | None, language: str | None
+) -> dict[str, Any]:
+    from rag_pipeline.operations.runtime import ready_conninfo
+    from rag_pipeline.store import lineage
+    from rag_pipeline.store.connection import connect
+
+    wanted = _bounded(target, "target", MAX_NAME_CHARS * 10)
+    settings = tools.settings
+    with connect(ready_conninfo(settings)) as conn:
+        try:
+            return lineage.lineage_of(
+                conn,
+                wanted,
+                source_type=source_type,
+                language=language,
+                ui_url=settings.dagster_ui_url,
+            )
+        except lineage.UnknownDocumentError as exc:
+            raise ToolError(str(exc)) from exc
+
+
 def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
-    """The MCP server with the four knowledge tools."""
+    """The MCP server with the five knowledge tools."""
     tools = tools or KnowledgeTools()
     server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -570,40 +592,31 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     )
 
     # Issue 35: a document's lineage (store/lineage.py), the JSON of `rag show --json`.
-    def get_document_lineage(
+    async def get_document_lineage(
         target: Annotated[
             str,
             Field(
                 description="A hit's document_id or chunk_id, or a document's source_id.",
                 min_length=1,
+                max_length=MAX_NAME_CHARS * 10,
             ),
         ],
         source_type: Annotated[
-            str | None, Field(description="The source, where a source_id is ambiguous.")
+            str | None,
+            Field(
+                description="The source, where a source_id is ambiguous.",
+                max_length=MAX_FILTER_CHARS,
+            ),
         ] = None,
         language: Annotated[
-            str | None, Field(description="The language, where a source_id is ambiguous.")
+            str | None,
+            Field(
+                description="The language, where a source_id is ambiguous.",
+                max_length=MAX_FILTER_CHARS,
+            ),
         ] = None,
     ) -> dict[str, Any]:
-        from rag_pipeline.operations.runtime import ready_conninfo
-        from rag_pipeline.store import lineage
-        from rag_pipeline.store.connection import connect
-
-        def lineage_json() -> dict[str, Any]:
-            settings = tools.settings
-            with connect(ready_conninfo(settings)) as conn:
-                try:
-                    return lineage.lineage_of(
-                        conn,
-                        _required(target, "target"),
-                        source_type=source_type,
-                        language=language,
-                        ui_url=settings.dagster_ui_url,
-                    )
-                except lineage.UnknownDocumentError as exc:
-                    raise ToolError(str(exc)) from exc
-
-        return _as_tool_error(lineage_json)
+        return await _run(lambda: _lineage_json(tools, target, source_type, language))
 
     server.add_tool(
         get_document_lineage,
