@@ -6,11 +6,12 @@ import dagster as dg
 
 from rag_pipeline.defs.files.partitions import files_folders
 from rag_pipeline.defs.files.resources import FilesSourceResource
+from rag_pipeline.orchestration.source_registry import FILES
 from rag_pipeline.sources.files import FolderError, folder_fingerprint
 
 
 @dg.sensor(
-    job_name="files_ingest_job",
+    job_name=FILES.ingest_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
@@ -20,7 +21,8 @@ def files_folders_sensor(
     """Registers the configured folders and the ones added in the UI; runs those that changed.
 
     A folder's fingerprint (names, sizes, modification times) is kept in the cursor, so a tick
-    over unchanged folders requests nothing.
+    over unchanged folders requests nothing; a registered folder whose fingerprint moved is
+    observed (the fingerprint is the data version of its partition of the `folders` asset).
     """
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     configured = files_source.partition_keys()
@@ -39,5 +41,12 @@ def files_folders_sensor(
             for key in changed
         ],
         dynamic_partitions_requests=[files_folders.build_add_request(new)] if new else [],
+        asset_events=[
+            dg.AssetObservation(
+                FILES.system_key, partition=key, data_version=dg.DataVersion(fingerprints[key])
+            )
+            for key in changed
+            if key in registered
+        ],
         cursor=json.dumps({**seen, **fingerprints}, sort_keys=True),
     )
