@@ -165,14 +165,8 @@ def _run_config(
         "loggers": {"console": {"config": {"log_level": "ERROR"}}},
     }
     if force:
-        # Every step whose config has `force` (the stages' IngestConfig; checks have none).
-        ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
-        config["ops"] = {
-            name: {"config": {"force": True}}
-            for name, field in ops.items()
-            if "config" in field.config_type.fields
-            and "force" in field.config_type.fields["config"].config_type.fields
-        }
+        # Every step: the stages read it (IngestConfig), the checks take any config.
+        config["ops"] = {node.name: {"config": {"force": True}} for node in job.graph.nodes}
     if overrides:
         config["resources"] = {spec.resource_key: {"config": overrides}}
     return config

@@ -20,6 +20,8 @@ import dagster as dg
 CODE_VERSION_TAG = "dagster/code_version"
 
 _MATERIALIZATION = dg.DagsterEventType.ASSET_MATERIALIZATION
+# Materializations read per asset and tick to find each partition's code version.
+_RECENT = 500
 
 
 class BehindUpstream(dg.AutomationCondition[dg.AssetKey]):
@@ -59,23 +61,38 @@ def _newer(theirs: Mapping[str, int], mine: Mapping[str, int], key: str) -> bool
 def _other_code_version(
     instance: dg.DagsterInstance, key: dg.AssetKey, code_version: str | None, candidates: set[str]
 ) -> set[str]:
+    """Partitions whose latest materialization (among the newest `_RECENT`) had another code
+    version. Dagster indexes no materialization tag by partition that would say it at once."""
     if code_version is None:
         return set()
-    tags = instance.event_log_storage.get_latest_tags_by_partition(
-        key, _MATERIALIZATION, [CODE_VERSION_TAG]
-    )
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key), limit=_RECENT
+    ).records
+    latest: dict[str, str | None] = {}
+    for record in records:  # newest first: the first one seen per partition is its latest
+        materialization = record.asset_materialization
+        if record.partition_key is None or materialization is None:
+            continue
+        latest.setdefault(record.partition_key, materialization.tags.get(CODE_VERSION_TAG))
     return {
         partition
-        for partition, found in tags.items()
-        if partition in candidates and found.get(CODE_VERSION_TAG) not in (None, code_version)
+        for partition, found in latest.items()
+        if partition in candidates and found not in (None, code_version)
     }
 
 
-# A partition that is behind is caught up once its upstream is complete and nothing runs for it;
-# a failed attempt is not retried every tick (the next upstream update, `eager`, retries it).
+# A partition that is behind is caught up once its upstream is complete (or is requested in the
+# same tick: the whole rest of a chain goes in one run) and nothing runs for it; a failed attempt
+# is not retried every tick (the next upstream update, `eager`, retries it).
+_UPSTREAM_REQUESTED = dg.AutomationCondition.any_deps_match(
+    dg.AutomationCondition.will_be_requested()
+)
+_UPSTREAM_MISSING = dg.AutomationCondition.any_deps_match(
+    dg.AutomationCondition.missing() & ~dg.AutomationCondition.will_be_requested()
+)
 CATCH_UP = (
-    BehindUpstream()
-    & ~dg.AutomationCondition.any_deps_missing()
+    (BehindUpstream() | _UPSTREAM_REQUESTED)
+    & ~_UPSTREAM_MISSING
     & ~dg.AutomationCondition.any_deps_in_progress()
     & ~dg.AutomationCondition.in_progress()
     & ~dg.AutomationCondition.execution_failed()
