@@ -10,7 +10,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.orchestration.pipeline import SourceResource
-from rag_pipeline.orchestration.reconcile import add_requests
+from rag_pipeline.orchestration.reconcile import add_requests, system_observation
 from rag_pipeline.orchestration.source_registry import SourceSpec
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.idempiere.base import IdempiereSource
@@ -77,9 +77,7 @@ def changed_partitions(
         ],
         dynamic_partitions_requests=[language_partitions.build_add_request(new)] if new else [],
         asset_events=[
-            dg.AssetObservation(
-                spec.system_key, partition=key, data_version=dg.DataVersion(tokens[key])
-            )
+            system_observation(spec, key, tokens[key])
             for key in changed
             if not add_requests(partitions_def, [key], context.instance)
         ],

@@ -80,3 +80,16 @@ def reconcile_requests(
         )
         for key in keys
     ]
+
+
+# Dagster's tag holding an observation's data version (AssetObservation takes no argument for
+# it; only observable source assets' ObserveResult does).
+DATA_VERSION_TAG = "dagster/data_version"
+
+
+def system_observation(spec: SourceSpec, partition_key: str, version: str) -> dg.AssetObservation:
+    """An observation of one partition of a source system at `version` (its data version:
+    a folder's fingerprint, K_Entry's change token, the wiki's time of its newest change)."""
+    return dg.AssetObservation(
+        spec.system_key, partition=partition_key, tags={DATA_VERSION_TAG: version}
+    )

@@ -6,6 +6,7 @@ import dagster as dg
 
 from rag_pipeline.defs.files.partitions import files_folders
 from rag_pipeline.defs.files.resources import FilesSourceResource
+from rag_pipeline.orchestration.reconcile import system_observation
 from rag_pipeline.orchestration.source_registry import FILES
 from rag_pipeline.sources.files import FolderError, folder_fingerprint
 
@@ -42,9 +43,7 @@ def files_folders_sensor(
         ],
         dynamic_partitions_requests=[files_folders.build_add_request(new)] if new else [],
         asset_events=[
-            dg.AssetObservation(
-                FILES.system_key, partition=key, data_version=dg.DataVersion(fingerprints[key])
-            )
+            system_observation(FILES, key, fingerprints[key])
             for key in changed
             if key in registered
         ],

@@ -9,6 +9,7 @@ import psycopg
 
 from rag_pipeline.defs.wiki.partitions import wiki_partitions
 from rag_pipeline.defs.wiki.resources import WikiSourceResource
+from rag_pipeline.orchestration.reconcile import system_observation
 from rag_pipeline.orchestration.source_registry import WIKI
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.sources.wiki.changes import ChangeCursor, poll_changes, start_cursor
@@ -73,12 +74,7 @@ def wiki_changes_sensor(
     tag = hashlib.sha256(changes.cursor.to_json().encode()).hexdigest()[:16]
     changed = [key for key in changes.partitions if key in known and key not in new]
     runs += [dg.RunRequest(partition_key=key, run_key=f"{key}:{tag}") for key in changed]
-    observed = [
-        dg.AssetObservation(
-            WIKI.system_key, partition=key, data_version=dg.DataVersion(changes.cursor.since)
-        )
-        for key in changed
-    ]
+    observed = [system_observation(WIKI, key, changes.cursor.since) for key in changed]
     for change in changes.changes:
         moved = f" → {change.new_title}" if change.new_title else ""
         context.log.info(f"wiki {change.kind}: {change.title}{moved} (page {change.pageid})")
