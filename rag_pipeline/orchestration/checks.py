@@ -6,6 +6,7 @@ documents each stage of the partition rejected in that stage's latest materializ
 warns with the count and the first reasons, naming the partition.
 """
 
+import warnings
 from collections.abc import Sequence
 
 import dagster as dg
@@ -18,6 +19,14 @@ from rag_pipeline.store.runs import run_errors
 
 FAILED_DOCUMENTS = "no_failed_documents"
 _SHOWN = 5
+
+# Partitioned asset checks are a preview in Dagster 1.13, chosen knowingly (a check must say
+# which partition it judged): its warning would be printed at every load of the code location.
+warnings.filterwarnings(
+    "ignore",
+    message="Specifying a partitions_def on an AssetCheckSpec",
+    category=dg.PreviewWarning,
+)
 
 
 def partition_of(context: dg.AssetCheckExecutionContext) -> str | None:
