@@ -250,7 +250,7 @@ def _execute_with_progress(
                 summary.run_id = result.run_id
                 summary.success = result.success
                 failure = next((e for e in result.all_events if e.is_step_failure), None)
-                summary.error = failure.message if failure else ""
+                summary.error = (failure.message or "") if failure else ""
         except Exception as exc:  # surfaced by the caller, after the progress bar closes
             summary.error = f"{type(exc).__name__}: {exc}"
 

@@ -73,7 +73,7 @@ def _other_code_version(
         materialization = record.asset_materialization
         if record.partition_key is None or materialization is None:
             continue
-        latest.setdefault(record.partition_key, materialization.tags.get(CODE_VERSION_TAG))
+        latest.setdefault(record.partition_key, (materialization.tags or {}).get(CODE_VERSION_TAG))
     return {
         partition
         for partition, found in latest.items()
