@@ -6,7 +6,8 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.definitions import defs
-from rag_pipeline.sources.files import partition_key_for
+from rag_pipeline.operations.folders import register_folder
+from rag_pipeline.settings import load_settings
 
 
 def force_config(job: dg.JobDefinition, source: str = "files") -> dict[str, Any]:
@@ -24,7 +25,7 @@ def ingest(
     folder: Path | str, instance: dg.DagsterInstance, *, force: bool = False
 ) -> dict[str, Any]:
     """Run files_ingest_job for a folder; return the embeddings materialization's metadata."""
-    key = partition_key_for(folder)
+    key = folder_partition(folder)
     if not instance.has_dynamic_partition("files_folders", key):
         instance.add_dynamic_partitions("files_folders", [key])
     job = defs().resolve_job_def("files_ingest_job")
@@ -34,6 +35,11 @@ def ingest(
     assert result.success
     (materialization,) = result.asset_materializations_for_node("files_embeddings")
     return {name: value.value for name, value in materialization.metadata.items()}
+
+
+def folder_partition(folder: Path | str) -> str:
+    """The partition of a folder (its name), registered in the database of RAG_* settings."""
+    return register_folder(load_settings(), folder).name
 
 
 def write(folder: Path, name: str, text: str | bytes) -> Path:

@@ -15,13 +15,13 @@ from psycopg.conninfo import conninfo_to_dict
 from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.server import (
-    SERVER_USER_WHEN_ROOT,
     embedded_data_dir,
     passfile,
     postgres_bin_dir,
     resolve_conninfo,
     stop_embedded_server,
 )
+from rag_pipeline.store.server_user import user_name_for
 
 
 def _mode(path: Path | str) -> int:
@@ -137,15 +137,17 @@ def test_another_local_user_cannot_connect(long_home: Settings) -> None:
 
 
 def test_a_trust_data_folder_from_pgserver_is_secured(embedded: Settings) -> None:
-    # The layout pgserver's launcher left behind: initdb --auth=trust, no password.
+    # The layout pgserver's launcher left behind: initdb --auth=trust, no password. As root
+    # it belonged to a user shared by every instance (here `nobody`); it is taken over by
+    # the folder's own server user.
     pgdata = embedded_data_dir(embedded)
     pgdata.mkdir(mode=0o700, parents=True)
     as_user: dict[str, object] = {}
     data_arg = str(pgdata)
     if os.geteuid() == 0:
-        server = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
-        os.chown(pgdata, server.pw_uid, server.pw_gid)
-        as_user = {"user": server.pw_uid, "group": server.pw_gid, "extra_groups": []}
+        shared = pwd.getpwnam("nobody")
+        os.chown(pgdata, shared.pw_uid, shared.pw_gid)
+        as_user = {"user": shared.pw_uid, "group": shared.pw_gid, "extra_groups": []}
         data_arg = "/proc/self/cwd"
     subprocess.run(
         [str(postgres_bin_dir() / "initdb"), "--auth=trust", "-U", "postgres", "-D", data_arg],
@@ -156,6 +158,11 @@ def test_a_trust_data_folder_from_pgserver_is_secured(embedded: Settings) -> Non
     )
     conninfo = resolve_conninfo(embedded)
     assert "trust" not in (pgdata / "pg_hba.conf").read_text(encoding="utf-8")
+    if os.geteuid() == 0:
+        own = pwd.getpwnam(user_name_for(pgdata)).pw_uid
+        assert {p.stat().st_uid for p in [pgdata, *pgdata.rglob("*")] if not p.is_symlink()} == {
+            own
+        }
     with psycopg.connect(conninfo) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
     params = conninfo_to_dict(conninfo)

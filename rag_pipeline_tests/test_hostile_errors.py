@@ -73,3 +73,40 @@ def test_a_lock_file_of_another_user_is_one_line() -> None:
 
 def test_a_bug_keeps_its_traceback() -> None:
     assert error_message(KeyError("x")) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["search", "customers"], ["status"], ["init"], ["ask", "what?"], ["validate"]],
+)
+def test_an_embedded_server_that_cannot_start_is_one_line_everywhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: list[str]
+) -> None:
+    # A data folder PostgreSQL refuses (a version it does not know): every start fails.
+    home = tmp_path / "home"
+    pgdata = home / "pgdata"
+    pgdata.mkdir(parents=True, mode=0o700)
+    (pgdata / "PG_VERSION").write_text("99\n")
+    (pgdata / "pg_hba.conf").write_text("")
+    monkeypatch.setenv("RAG_HOME", str(home))
+    monkeypatch.delenv("RAG_VECTORDB_URL", raising=False)
+    monkeypatch.delenv("RAG_VECTORDB_PG_HOST", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if "embedded PostgreSQL" in line]
+    # Said once, on one line (validate adds a line per check, each says it once at most).
+    assert len(lines) == 1, result.output
+    assert "pgdata" in lines[0] or "postgres.log" in lines[0]
+
+
+def test_dagster_storage_failures_are_one_line() -> None:
+    import sqlite3
+
+    message = _one_line(error_message(sqlite3.OperationalError("disk I/O error")))
+    assert "free space" in message
+    assert "DAGSTER_HOME" in message
+    wrapped = RuntimeError("step failed")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device", "/h/dagster/x")
+    assert "disk is full" in _one_line(error_message(wrapped))

@@ -18,8 +18,7 @@ from rag_pipeline.orchestration.executors import instance_yaml
 from rag_pipeline.orchestration.pipeline import INDEX_INTEGRITY
 from rag_pipeline.orchestration.source_registry import FILES, RAW, STAGES
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.files import partition_key_for
-from rag_pipeline_tests.pipeline_helpers import ingest, write
+from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
 
 INTEGRITY = dg.AssetCheckKey(FILES.asset_key("embeddings"), INDEX_INTEGRITY)
 DOWNSTREAM = [FILES.asset_key(stage) for stage in STAGES if stage != RAW]
@@ -36,7 +35,7 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def _register(instance: dg.DagsterInstance, folder: Path) -> str:
-    key = partition_key_for(folder)
+    key = folder_partition(folder)
     instance.add_dynamic_partitions("files_folders", [key])
     return key
 
@@ -79,7 +78,7 @@ def test_index_integrity_passes_then_blocks_on_an_over_long_chunk(
     with dg.instance_for_test() as instance:
         folder = _folder(tmp_path)
         ingest(folder, instance)
-        key = partition_key_for(folder)
+        key = folder_partition(folder)
         assert _run_integrity_check(instance, key).passed
         # Crafted bad data: a stored chunk longer than the model reads (it would be truncated).
         with psycopg.connect(database_url) as conn:
@@ -118,7 +117,7 @@ def test_the_failed_documents_check_warns_naming_its_partition_and_runs_alone(
 ) -> None:
     folder = _folder(tmp_path)
     write(folder, "broken.md", b"# Broken\n\n\xff\xfe not UTF-8\n")
-    key = partition_key_for(folder)
+    key = folder_partition(folder)
     check_key = dg.AssetCheckKey(FILES.asset_key("embeddings"), FAILED_DOCUMENTS)
     with dg.instance_for_test() as instance:
         ingest(folder, instance)
@@ -182,7 +181,7 @@ def test_a_catalog_materialization_runs_in_process_under_the_run_timeout(
     """The implicit asset job, as the UI's Materialize launches it, on the instance's limits."""
     monkeypatch.setenv("RAG_RUN_TIMEOUT_SECONDS", "5400")
     folder = _folder(tmp_path)
-    key = partition_key_for(folder)
+    key = folder_partition(folder)
     recon = ReconstructableRepository.for_module("rag_pipeline.definitions", "defs")
     implicit = recon.get_reconstructable_job("__ASSET_JOB")
     overrides = yaml.safe_load(instance_yaml())

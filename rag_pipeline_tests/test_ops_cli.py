@@ -90,7 +90,7 @@ def test_status_shows_freshness_failures_and_size(
     assert "bad.md" in result.output
 
 
-def test_dev_passes_every_argument_to_dagster_dev(
+def test_dev_passes_every_argument_to_dg_dev(
     rag_env: Settings, dagster_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launched: list[list[str]] = []
@@ -117,12 +117,19 @@ def test_dev_passes_every_argument_to_dagster_dev(
     assert isinstance(result.exception, LaunchedError), result.output
     assert handlers_at_exec == [(signal.SIG_DFL, signal.SIG_DFL)]
     (argv,) = launched
+    # `dg dev`, which supersedes `dagster dev`, beside this interpreter; the module, so no
+    # project file is needed and the location gets its one name.
+    assert Path(argv[0]).name == "dg"
     assert argv[1:] == [
-        "-m", "dagster", "dev", "-m", "rag_pipeline.definitions", "-h", "127.0.0.1", "-p", "3333",
+        "dev", "-m", "rag_pipeline.definitions", "-h", "127.0.0.1", "-p", "3333",
     ]  # fmt: skip
     assert os.environ["DAGSTER_HOME"] == str(dagster_home)
     assert (dagster_home / "dagster.yaml").read_text().startswith("# written by rag_pipeline")
-    # dg's project names its code location as `dagster dev -m` registers it; a mismatch is a
-    # warning at every load of the UI ("The code location name ... does not match").
+    # One name for the code location everywhere; a mismatch is a warning at every load
+    # of the UI ("The code location name ... does not match").
+    from rag_pipeline.definitions import CODE_LOCATION_NAME
+
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert pyproject["tool"]["dg"]["project"]["code_location_name"] == argv[5]
+    assert pyproject["tool"]["dg"]["project"]["code_location_name"] == argv[3]
+    assert pyproject["tool"]["dagster"]["code_location_name"] == argv[3]
+    assert argv[3] == CODE_LOCATION_NAME

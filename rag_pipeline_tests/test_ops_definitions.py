@@ -11,6 +11,7 @@ from rag_pipeline.definitions import defs
 from rag_pipeline.defs.automation import AUTOMATION_SENSOR
 from rag_pipeline.orchestration.executors import instance_yaml
 from rag_pipeline.orchestration.source_registry import FILES, RAW, SOURCES
+from rag_pipeline.settings import Settings
 from rag_pipeline.sources import files
 from rag_pipeline.sources.idempiere import ad, k_entry
 from rag_pipeline.sources.wiki import source as wiki
@@ -108,7 +109,7 @@ def test_nightly_schedules_follow_the_settings(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_nightly_schedule_requests_a_run_per_partition_and_starts_none(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    rag_env: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     folders = [tmp_path / "handbook", tmp_path / "notes"]
     for folder in folders:

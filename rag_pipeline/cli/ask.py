@@ -21,14 +21,18 @@ def _errors_as_messages() -> Iterator[None]:
     """Known failures (configuration, model, database, LLM) print one line, not a traceback."""
     from psycopg import OperationalError
 
+    from rag_pipeline.cli.errors import error_message
     from rag_pipeline.core.embedding import EmbeddingModelError
     from rag_pipeline.search.llm import LLMError
     from rag_pipeline.store.migrations import ModelMismatchError
+    from rag_pipeline.store.server import EmbeddedServerError
 
     try:
         yield
     except (ConfigError, EmbeddingModelError, ModelMismatchError, LLMError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except EmbeddedServerError as exc:
+        raise click.ClickException(error_message(exc) or str(exc)) from exc
     except OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise click.ClickException(f"the vector database is unavailable: {first}") from exc

@@ -39,7 +39,30 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
         return _database_message(exc)
     if isinstance(exc, OSError):
         return _os_message(exc, home)
-    return None
+    storage = _dagster_storage_message(exc)
+    if storage is not None:
+        return storage
+    # A known failure wrapped by a library (Dagster re-raises what a step or its storage hit).
+    cause = exc.__cause__ or exc.__context__
+    return error_message(cause, home=home) if cause is not None else None
+
+
+def _dagster_storage_message(exc: BaseException) -> str | None:
+    """Dagster's SQLite run storage (DAGSTER_HOME) failing: a full disk, mostly."""
+    import sqlite3
+
+    if not isinstance(exc, sqlite3.OperationalError) and not type(exc).__module__.startswith(
+        "sqlalchemy"
+    ):
+        return None
+    detail = _one_line(str(exc).split("\n", 1)[0])[:200]
+    lowered = detail.lower()
+    if "disk" in lowered or "full" in lowered:
+        return (
+            f"Dagster's run storage cannot be written ({detail}); free space on the disk of "
+            "DAGSTER_HOME (RAG_HOME/dagster by default) and run the command again"
+        )
+    return f"Dagster's run storage failed ({detail}); check DAGSTER_HOME (RAG_HOME/dagster)"
 
 
 def _database_message(exc: BaseException) -> str:

@@ -74,7 +74,10 @@ def register(main: click.Group) -> None:
     "paths",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Folder to ingest (files source; repeatable). Default: the bundled demo corpus.",
+    help=(
+        "Folder to ingest (files source; repeatable), under the name it is registered with, "
+        "else one derived from its last component (said once). Default: the bundled demo corpus."
+    ),
 )
 @click.option(
     "--xml",
@@ -148,13 +151,26 @@ def _partition_keys(
     definitions: Any, spec: SourceSpec, paths: tuple[Path, ...], overrides: dict[str, Any]
 ) -> list[str]:
     if spec.name == "files":
-        from rag_pipeline.sources.files import DEMO_PARTITION, partition_key_for
+        from rag_pipeline.sources.files import DEMO_PARTITION
 
         if paths:
-            return [partition_key_for(p) for p in paths]
+            return [_folder_partition(path) for path in paths]
         if not overrides:
             return [DEMO_PARTITION]
     return list(_source_resource(definitions, spec, overrides).partition_keys())
+
+
+def _folder_partition(path: Path) -> str:
+    """The name of a folder given with --path, registering it (and saying so) when new."""
+    from rag_pipeline.operations.folders import register_folder
+
+    registration = register_folder(cli_settings(), path)
+    if registration.new:
+        click.echo(
+            f"registered {registration.path} as folder {registration.name!r} "
+            f"(source ids: {registration.name}/<relative path>)"
+        )
+    return registration.name
 
 
 def _run_config(
@@ -427,8 +443,10 @@ def clear(source: str, yes: bool) -> None:
 
 @click.group()
 def folders() -> None:
-    """Folders (partitions) of the files source known to Dagster.
+    """Named folders (partitions) of the files source.
 
+    A document of a folder is named `<folder name>/<relative path>`: when a folder moves, point
+    its name at the new place (`rag folders add docs NEWPATH`) and nothing is re-ingested.
     `rag ingest --path` registers its folders itself; register them here before running the
     job another way, e.g. `dagster job execute` in CI.
     """
@@ -438,36 +456,72 @@ _FOLDERS_PARTITIONS = "files_folders"
 
 
 @folders.command("add")
-@click.argument("paths", nargs=-1, required=True)
-def folders_add(paths: tuple[str, ...]) -> None:
-    """Register folders (`demo` = the bundled corpus) as files partitions."""
+@click.argument("name_or_path")
+@click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
+def folders_add(name_or_path: str, path: Path | None) -> None:
+    """Register PATH as folder NAME (`rag folders add docs ~/docs`), re-point NAME to PATH, or
+    register one path under a derived name (`rag folders add ~/docs`; `demo` = the bundled
+    corpus)."""
+    from rag_pipeline.operations.folders import register_folder
     from rag_pipeline.orchestration.instance import dagster_instance
-    from rag_pipeline.sources.files import partition_key_for
 
+    settings = cli_settings()
     with errors_as_messages():
-        keys = [partition_key_for(p) for p in paths]
-    instance = dagster_instance(cli_settings())
-    for key in keys:
-        if not instance.has_dynamic_partition(_FOLDERS_PARTITIONS, key):
-            instance.add_dynamic_partitions(_FOLDERS_PARTITIONS, [key])
-        click.echo(key)
+        if path is None:
+            registration = register_folder(settings, name_or_path)
+        else:
+            registration = register_folder(settings, path, name_or_path)
+        instance = dagster_instance(settings)
+        _forget_path_partitions(instance)
+        if not instance.has_dynamic_partition(_FOLDERS_PARTITIONS, registration.name):
+            instance.add_dynamic_partitions(_FOLDERS_PARTITIONS, [registration.name])
+    if registration.previous is not None and registration.previous != registration.path:
+        click.echo(f"{registration.name}\t{registration.path} (was {registration.previous})")
+    else:
+        click.echo(f"{registration.name}\t{registration.path}")
 
 
 @folders.command("list")
 def folders_list() -> None:
-    """Print the registered folders."""
+    """Print each registered folder: its name and path (`demo` is the bundled corpus)."""
+    from rag_pipeline.operations.folders import registered_folders
     from rag_pipeline.orchestration.instance import dagster_instance
 
-    for key in dagster_instance(cli_settings()).get_dynamic_partitions(_FOLDERS_PARTITIONS):
-        click.echo(key)
+    settings = cli_settings()
+    with errors_as_messages():
+        paths = registered_folders(settings)
+        instance = dagster_instance(settings)
+        _forget_path_partitions(instance)
+        names = list(instance.get_dynamic_partitions(_FOLDERS_PARTITIONS))
+    for name in dict.fromkeys([*names, *paths]):
+        path = paths.get(name)
+        where = "(bundled corpus)" if name == "demo" else str(path) if path else "(no path)"
+        missing = " (missing)" if path is not None and not path.is_dir() else ""
+        click.echo(f"{name}\t{where}{missing}")
 
 
 @folders.command("remove")
-@click.argument("keys", nargs=-1, required=True)
-def folders_remove(keys: tuple[str, ...]) -> None:
-    """Unregister folders (their documents stay indexed until `rag clear`)."""
+@click.argument("names", nargs=-1, required=True)
+def folders_remove(names: tuple[str, ...]) -> None:
+    """Unregister folders by name (their documents stay indexed until `rag clear`)."""
+    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.orchestration.instance import dagster_instance
+    from rag_pipeline.store import folders as named_folders
+    from rag_pipeline.store.connection import connect
 
-    instance = dagster_instance(cli_settings())
-    for key in keys:
-        instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, key)
+    settings = cli_settings()
+    with errors_as_messages():
+        with connect(ready_conninfo(settings), autocommit=True) as conn:
+            for name in names:
+                named_folders.unregister(conn, name)
+        instance = dagster_instance(settings)
+        for name in names:
+            instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, name)
+
+
+def _forget_path_partitions(instance: Any) -> None:
+    """Drop partitions named by an absolute path (before schema m009 a folder's key was its
+    path; the migration gave each a name, which replaces it)."""
+    for key in instance.get_dynamic_partitions(_FOLDERS_PARTITIONS):
+        if key.startswith("/"):
+            instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, key)

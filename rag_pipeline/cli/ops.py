@@ -1,8 +1,10 @@
 """`rag validate` and `rag dev`: is the installation ready, and the Dagster UI with its daemon."""
 
 import os
+import shutil
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -57,15 +59,15 @@ def _dagster_storage(settings: Settings) -> "CheckResult":
     return CheckResult("dagster storage", True, f"{kind} in {instance.root_directory}, {runs} runs")
 
 
-# `-h` belongs to dagster here (`rag dev -h 127.0.0.1` is the host), so only `--help` is ours.
+# `-h` belongs to dg here (`rag dev -h 127.0.0.1` is the host), so only `--help` is ours.
 @click.command(
     context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]},
 )
 @click.argument("dagster_args", nargs=-1, type=click.UNPROCESSED)
 def dev(dagster_args: tuple[str, ...]) -> None:
-    """The Dagster UI and daemon on this code location (`dagster dev`).
+    """The Dagster UI and daemon on this code location (`dg dev`).
 
-    Every argument goes to `dagster dev`: `rag dev -h 127.0.0.1 -p 3000`. The instance is
+    Every argument goes to `dg dev`: `rag dev -h 127.0.0.1 -p 3000`. The instance is
     the one `rag ingest` uses (DAGSTER_HOME, else RAG_HOME/dagster), so its runs show up;
     the embedded database is started first. Schedules and sensors that poll a source are
     stopped until you start them (RAG_AUTOMATION=true starts the nightly schedules and the
@@ -78,12 +80,25 @@ def dev(dagster_args: tuple[str, ...]) -> None:
     with errors_as_messages():
         ready_conninfo(settings)
         os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
-    command = [sys.executable, "-m", "dagster", "dev", "-m", "rag_pipeline.definitions"]
-    # Ignored signals survive exec. `dagster dev` maps SIGTERM to SIGINT's handler, so started
+    # `dg dev` (which supersedes `dagster dev`) with the module: no project file needed, so it
+    # runs the same from a checkout and from an installed wheel.
+    command = [_dg_executable(), "dev", "-m", "rag_pipeline.definitions"]
+    # Ignored signals survive exec. `dg dev` maps SIGTERM to SIGINT's handler, so started
     # in the background by a script (SIGINT ignored) neither signal could stop it; and an
     # ignored SIGTERM passes to the webserver, the daemon and their runs' `tail -F` output
-    # mirrors, which Dagster stops with SIGTERM. Give `dagster dev` both at their default.
+    # mirrors, which Dagster stops with SIGTERM. Give `dg dev` both at their default.
     for signum in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(signum) is signal.SIG_IGN:
             signal.signal(signum, signal.SIG_DFL)
     os.execv(command[0], [*command, *dagster_args])
+
+
+def _dg_executable() -> str:
+    """The `dg` script installed beside this interpreter (a venv's bin), else the one on PATH."""
+    beside = Path(sys.executable).parent / "dg"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("dg")
+    if found is None:
+        raise click.ClickException("`dg` (dagster-dg-cli) is not installed: reinstall rag_pipeline")
+    return found

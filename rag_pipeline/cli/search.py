@@ -25,9 +25,11 @@ def _one_line_errors() -> Iterator[None]:
     """Bad input and known failures print one line (exit 1), never a traceback."""
     import psycopg
 
+    from rag_pipeline.cli.errors import error_message
     from rag_pipeline.core.embedding import EmbeddingModelError
     from rag_pipeline.settings import ConfigError
     from rag_pipeline.store.migrations import ModelMismatchError
+    from rag_pipeline.store.server import EmbeddedServerError
 
     try:
         yield
@@ -36,13 +38,15 @@ def _one_line_errors() -> Iterator[None]:
     except psycopg.OperationalError as exc:  # unreachable server, or no free pooled connection
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise click.ClickException(f"the vector database cannot be reached: {first}") from exc
+    except EmbeddedServerError as exc:
+        raise click.ClickException(error_message(exc) or str(exc)) from exc
     except BrokenPipeError:
         # The reader went away (`rag search --queries q.jsonl --json | head`): stop quietly, as
         # Unix tools do; stdout goes to devnull so the interpreter's last flush fails no more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
     except OSError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+        raise click.ClickException(error_message(exc) or f"{type(exc).__name__}: {exc}") from exc
 
 
 def _searcher() -> "Searcher":

@@ -42,11 +42,23 @@ def _run_all(settings: Settings) -> Iterator[CheckResult]:
         ("iDempiere database", _idempiere_database),
         ("wiki", _wiki),
     ]
+    database_down = False
+    failures: dict[str, str] = {}  # message -> the check that said it first
     for name, check in checks:
+        if database_down and name in _NEED_THE_DATABASE:
+            # The cause is said once, by the vector database check.
+            yield CheckResult(name, False, "not checked: the vector database is unavailable")
+            continue
         try:
             yield CheckResult(name, True, check(settings))
         except Exception as exc:  # a verdict per check, whatever went wrong
-            yield CheckResult(name, False, _one_line(exc))
+            database_down = database_down or name == "vector database"
+            message = _one_line(exc)
+            first = failures.setdefault(message, name)
+            yield CheckResult(name, False, message if first == name else f"as {first} (above)")
+
+
+_NEED_THE_DATABASE = frozenset({"schema version", "extensions", "stored model"})
 
 
 class CheckFailedError(RuntimeError):

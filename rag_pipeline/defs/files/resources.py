@@ -4,16 +4,21 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.core.source import Source
+from rag_pipeline.operations.folders import configured_folders, folder_lookup
 from rag_pipeline.orchestration.pipeline import SourceResource
-from rag_pipeline.settings import Settings
-from rag_pipeline.sources.files import FilesSource, FolderError, partition_key_for
+from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.sources.files import FilesSource, FolderError
 
 
 class FilesSourceResource(SourceResource):
-    """Folders of .md, .html, Editor.js .json and .txt files (`demo` = the bundled corpus)."""
+    """Named folders of .md, .html, Editor.js .json and .txt files (`demo` = the bundled corpus)."""
 
     folders: str = Field(
-        default="demo", description="RAG_FILES_FOLDERS: folders the sensor watches, ':'-separated"
+        default="demo",
+        description=(
+            "RAG_FILES_FOLDERS: folders the sensor watches, ':'-separated, each NAME=PATH or a "
+            "path (named after its last component)"
+        ),
     )
     max_bytes: int = Field(
         default=5 * 1024 * 1024,
@@ -26,15 +31,18 @@ class FilesSourceResource(SourceResource):
         return cls(folders=settings.files_folders, max_bytes=settings.files_max_bytes)
 
     def build(self) -> Source:
-        """The files source."""
-        return FilesSource(max_bytes=self.max_bytes)
+        """The files source, finding each folder name's path in the database."""
+        return FilesSource(max_bytes=self.max_bytes, folders=folder_lookup(load_settings()))
 
     def partition_keys(self) -> list[str]:
-        """The configured folders that exist, as partition keys."""
+        """The configured folders that exist, registered, as partition keys (folder names)."""
+        settings = load_settings().model_copy(update={"files_folders": self.folders})
         keys: list[str] = []
-        for folder in dict.fromkeys(p.strip() for p in self.folders.split(":") if p.strip()):
+        for entry in settings.files_folder_list:
             try:
-                keys.append(partition_key_for(folder))
-            except FolderError as exc:
+                keys.extend(
+                    configured_folders(settings.model_copy(update={"files_folders": entry}))
+                )
+            except (FolderError, ValueError) as exc:
                 dg.get_dagster_logger().warning(f"RAG_FILES_FOLDERS: {exc}")
         return keys
