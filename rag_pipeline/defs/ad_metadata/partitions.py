@@ -18,4 +18,3 @@ ad_metadata_partitions = dg.MultiPartitionsDefinition(
         "language": ad_languages,
     }
 )
-
