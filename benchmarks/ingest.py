@@ -223,6 +223,7 @@ def run(corpus: Path, home: Path) -> None:
     from rag_pipeline.definitions import defs
     from rag_pipeline.operations.folders import register_folder
     from rag_pipeline.operations.runtime import load_embedder, ready_conninfo
+    from rag_pipeline.orchestration.source_registry import FILES
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.connection import connect
 
@@ -231,7 +232,7 @@ def run(corpus: Path, home: Path) -> None:
     # process whatever the corpus size.
     conninfo = ready_conninfo(settings)
     embedder = load_embedder(settings)
-    job = defs().resolve_job_def("files_ingest_job")
+    job = defs().resolve_job_def(FILES.ingest_job)
     key = register_folder(settings, corpus).name
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("files_folders", [key])

@@ -520,6 +520,53 @@ class Settings(BaseSettings):
             raise ValueError("RAG_DAGSTER_UI_URL must start with http:// or https://")
         return value.rstrip("/") if value else None
 
+    # Orchestrated through Dagster (issue 34: orchestration/checks.py, executors.py).
+    freshness_hours: str = Field(
+        default="26",
+        description="Hours within which each source's index must have synced, else Dagster's "
+        "freshness policy marks it failing: one number for every source, then `source=hours` "
+        "exceptions, e.g. `26,wiki=6` (the nightly reconcile plus two hours by default).",
+    )
+    ad_entity_types: str = Field(
+        default="table,window,tab,field,process",
+        description="Entity types of the Application Dictionary indexed, comma-separated "
+        "(CI may index `table` alone).",
+    )
+    embedding_concurrency: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        default=None,
+        description="Steps running at once in each concurrency pool of the Dagster instance "
+        "(the `embedding` pool of every embeddings step, each source's `<source>_requests` "
+        "pool); unset: no limit, so a killed run never leaves a slot taken on a laptop.",
+    )
+
+    @field_validator("freshness_hours")
+    @classmethod
+    def _freshness_hours_parse(cls, value: str) -> str:
+        try:
+            parse_freshness_hours(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    def freshness_windows(self) -> dict[str, float]:
+        """Source → freshness window in hours; the key "" holds the default."""
+        return parse_freshness_hours(self.freshness_hours)
+
+
+def parse_freshness_hours(text: str) -> dict[str, float]:
+    """'26,wiki=6' as {'': 26.0, 'wiki': 6.0}; ValueError names the bad part."""
+    windows: dict[str, float] = {"": 26.0}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, number = (x.strip() for x in part.rpartition("="))
+        try:
+            hours = float(number)
+        except ValueError:
+            hours = -1.0
+        if (sep and not name) or not 0 < hours <= 24 * 365:
+            raise ValueError(f"{part!r} is not hours (0 to 8760) or 'source=hours'")
+        windows[name] = hours
+    return windows
+
 
 def parse_entity_weights(text: str) -> dict[str, float]:
     """'table=0.8,field=0.5' as {'table': 0.8, 'field': 0.5}; ValueError names the bad part."""

@@ -1,8 +1,8 @@
-"""Running `ingest_all` the way CI does (`dagster job execute` in a subprocess), for the tests.
+"""Ingesting everything the way CI does (`rag ingest --source all` in a subprocess), for tests.
 
-One in-process run per test session, shared by the end-to-end test and the Celery test (which
-compares its index with this one): a full `ingest_all` embeds every demo corpus, the costliest
-thing these tests do.
+One in-process ingest per test session, shared by the end-to-end test and the Celery test
+(which compares its index with this one): it embeds every demo corpus, the costliest thing
+these tests do.
 """
 
 import os
@@ -15,16 +15,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 
 # The Application Dictionary demo is the biggest corpus (1,100 documents); its tables alone
-# exercise the source, so the runs configure `ad_metadata_source` like a user would.
-RUN_CONFIG = {"resources": {"ad_metadata_source": {"config": {"entity_types": "table"}}}}
+# exercise the source, so the runs configure it like a user would.
+AD_ENTITY_TYPES = "table"
 
 
 @dataclass(frozen=True)
 class IngestAllRun:
-    """A finished `dagster job execute -j ingest_all`: where it wrote, what it printed."""
+    """A finished `rag ingest --source all`: where it wrote, what it printed."""
 
     database_url: str
     dagster_home: Path
@@ -66,12 +65,12 @@ def ops_env(rag_home: Path, database_url: str, dagster_home: Path, **extra: str)
 def execute_ingest_all(
     rag_home: Path, database_url: str, work: Path, timeout: float = 1200, **extra: str
 ) -> IngestAllRun:
-    """`dagster job execute -m rag_pipeline.definitions -j ingest_all` with a fresh DAGSTER_HOME."""
+    """`rag ingest --source all` (the README's CI recipe) with a fresh DAGSTER_HOME."""
     dagster_home = work / "dagster_home"
     dagster_home.mkdir(parents=True)
-    config = work / "run_config.yaml"
-    config.write_text(yaml.safe_dump(RUN_CONFIG), encoding="utf-8")
-    env = ops_env(rag_home, database_url, dagster_home, **extra)
+    env = ops_env(
+        rag_home, database_url, dagster_home, RAG_AD_ENTITY_TYPES=AD_ENTITY_TYPES, **extra
+    )
     # The instance's dagster.yaml, as `rag` writes it (SQLite here).
     subprocess.run(
         [
@@ -83,10 +82,7 @@ def execute_ingest_all(
         env=env,
         check=True,
     )
-    command = [
-        sys.executable, "-m", "dagster", "job", "execute",
-        "-m", "rag_pipeline.definitions", "-j", "ingest_all", "-c", str(config),
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "rag_pipeline.cli", "ingest", "--source", "all"]
     done = subprocess.run(
         command, env=env, cwd=work, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -117,7 +113,7 @@ def vectors(database_url: str) -> dict[str, list[float]]:
 def ingest_all_in_process(
     rag_home: Path, pg_admin_uri: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[IngestAllRun]:
-    """`ingest_all` run once in process by `dagster job execute`, on a fresh database."""
+    """Every source ingested once in process by `rag ingest --source all`, on a fresh database."""
     url = new_database(pg_admin_uri)
     run = execute_ingest_all(rag_home, url, tmp_path_factory.mktemp("ingest_all"))
     yield run

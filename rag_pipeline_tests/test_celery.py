@@ -1,8 +1,8 @@
-"""`ingest_all` on Celery: two worker processes on the local broker build the same index.
+"""Ingesting everything on Celery: two worker processes on the local broker build the same index.
 
 The workers are real `celery worker` processes of dagster-celery's app on RabbitMQ
-(127.0.0.1:5672, guest/guest); the run is `dagster job execute` with `RAG_EXECUTOR=celery`;
-the result is compared with the in-process run of the same job (ops_support).
+(127.0.0.1:5672, guest/guest); the runs are `rag ingest --source all` with
+`RAG_EXECUTOR=celery`; the result is compared with the in-process runs (ops_support).
 """
 
 import math

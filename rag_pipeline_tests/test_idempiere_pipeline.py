@@ -14,11 +14,11 @@ from psycopg.conninfo import conninfo_to_dict
 
 from rag_pipeline.definitions import defs
 from rag_pipeline.defs.ad_metadata.checks import ad_metadata_known_answers
-from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
 from rag_pipeline.defs.ad_metadata.resources import ADSourceResource
 from rag_pipeline.defs.ad_metadata.sensors import ad_metadata_changes_sensor
 from rag_pipeline.defs.k_entry.resources import KEntrySourceResource
 from rag_pipeline.defs.k_entry.sensors import k_entry_changes_sensor
+from rag_pipeline.orchestration.reconcile import register
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.search import Searcher
@@ -59,7 +59,7 @@ def _run(source: str, key: str, instance: dg.DagsterInstance) -> dict[str, Any]:
     """One in-process run of `<source>_ingest_job`; each stage's materialization metadata."""
     job = defs().resolve_job_def(f"{source}_ingest_job")
     assert job.partitions_def is not None
-    register_partition_key(instance, job.partitions_def, key)
+    register(job.partitions_def, [key], instance)
     result = job.execute_in_process(instance=instance, partition_key=key)
     assert result.success
     metadata: dict[str, Any] = {}
@@ -259,7 +259,7 @@ def test_registering_a_partition_key_fills_the_dynamic_language_dimension() -> N
         for source, key in (("ad_metadata", "window|es_CO"), ("k_entry", "sk_SK")):
             job = jobs.resolve_job_def(f"{source}_ingest_job")
             assert job.partitions_def is not None
-            register_partition_key(instance, job.partitions_def, key)
-            register_partition_key(instance, job.partitions_def, key)  # idempotent
+            register(job.partitions_def, [key], instance)
+            register(job.partitions_def, [key], instance)  # idempotent
             assert key in job.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
         assert sorted(instance.get_dynamic_partitions("idempiere_languages")) == ["es_CO", "sk_SK"]

@@ -1,17 +1,27 @@
-"""Automation, checks and the `ingest_errors` report on real runs (PostgreSQL, the model)."""
+"""Automation, checks, the executor and the `ingest_errors` report on real runs (PostgreSQL,
+the model)."""
 
+import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import psycopg
 import pytest
+import yaml
+from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 from rag_pipeline.definitions import defs
+from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS
+from rag_pipeline.orchestration.executors import instance_yaml
 from rag_pipeline.orchestration.pipeline import INDEX_INTEGRITY
+from rag_pipeline.orchestration.source_registry import FILES, RAW, STAGES
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
 
-INTEGRITY = dg.AssetCheckKey(dg.AssetKey("files_embeddings"), INDEX_INTEGRITY)
+INTEGRITY = dg.AssetCheckKey(FILES.asset_key("embeddings"), INDEX_INTEGRITY)
+DOWNSTREAM = [FILES.asset_key(stage) for stage in STAGES if stage != RAW]
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -96,8 +106,118 @@ def test_ingest_errors_lists_a_failed_document_with_its_reason(
     assert metadata["failed_documents"] == 1
     assert "broken.md" in str(metadata["failures"])
     assert metadata["files_failed_documents"] == 1
-    assert "| files |" in str(metadata["freshness"])
-    assert "files_last_sync" in metadata
+    # When a source last synced is Dagster's freshness policy now, not this report's.
+    assert "freshness" not in metadata
+    policy = definitions.resolve_asset_graph().get(FILES.asset_key("embeddings")).freshness_policy
+    assert isinstance(policy, dg.FreshnessPolicy)
+
+
+def test_the_failed_documents_check_warns_naming_its_partition_and_runs_alone(
+    rag_env: Settings, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path)
+    write(folder, "broken.md", b"# Broken\n\n\xff\xfe not UTF-8\n")
+    key = folder_partition(folder)
+    check_key = dg.AssetCheckKey(FILES.asset_key("embeddings"), FAILED_DOCUMENTS)
+    with dg.instance_for_test() as instance:
+        ingest(folder, instance)
+        # Executed alone, as from the UI's check page, on the partition.
+        job = defs().resolve_job_def(FILES.ingest_job)
+        subset = job.get_subset(asset_selection=set(), asset_check_selection={check_key})
+        result = subset.execute_in_process(instance=instance, partition_key=key)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert not evaluation.passed
+    assert evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert evaluation.partition == key
+    assert evaluation.metadata["partition"].value == key
+    assert evaluation.metadata["documents_failed"].value == 1
+    assert evaluation.description is not None
+    assert f"files/{key}: 1 documents failed" in evaluation.description
+    assert "broken.md" in evaluation.description
+
+
+# Raised inside Dagster's own automation tester (AssetSelection.all(include_sources=True)).
+@pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+def test_turning_automation_on_catches_up_a_partition_left_behind(
+    rag_env: Settings, tmp_path: Path
+) -> None:
+    definitions = defs()
+    with dg.instance_for_test() as instance:
+        key = _register(instance, _folder(tmp_path))
+        job = definitions.resolve_job_def(FILES.ingest_job)
+        # Automation off: the raw stage is materialized alone (as from the catalog) and
+        # nothing carries it on.
+        assert job.execute_in_process(
+            instance=instance, partition_key=key, asset_selection=[FILES.asset_key(RAW)]
+        ).success
+        # Automation turned on: its first tick has no history of that materialization.
+        first = dg.evaluate_automation_conditions(defs=definitions, instance=instance)
+        for asset_key in DOWNSTREAM:
+            assert first.get_requested_partitions(asset_key) == {key}, asset_key
+        assert not first.get_requested_partitions(FILES.asset_key(RAW))
+        # The requested run (one, the whole rest of the chain) brings the index up to date.
+        assert job.execute_in_process(
+            instance=instance, partition_key=key, asset_selection=DOWNSTREAM
+        ).success
+        embeddings = instance.get_latest_storage_id_by_partition(
+            FILES.asset_key("embeddings"), dg.DagsterEventType.ASSET_MATERIALIZATION
+        )
+        raw = instance.get_latest_storage_id_by_partition(
+            FILES.asset_key(RAW), dg.DagsterEventType.ASSET_MATERIALIZATION
+        )
+        assert embeddings[key] > raw[key]
+        after = dg.evaluate_automation_conditions(
+            defs=definitions, instance=instance, cursor=first.cursor
+        )
+        assert not any(after.get_requested_partitions(asset_key) for asset_key in DOWNSTREAM)
+
+
+def test_a_catalog_materialization_runs_in_process_under_the_run_timeout(
+    rag_env: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    record_property: Callable[[str, object], None],
+) -> None:
+    """The implicit asset job, as the UI's Materialize launches it, on the instance's limits."""
+    monkeypatch.setenv("RAG_RUN_TIMEOUT_SECONDS", "5400")
+    folder = _folder(tmp_path)
+    key = folder_partition(folder)
+    recon = ReconstructableRepository.for_module("rag_pipeline.definitions", "defs")
+    implicit = recon.get_reconstructable_job("__ASSET_JOB")
+    overrides = yaml.safe_load(instance_yaml())
+    with dg.instance_for_test(overrides=overrides) as instance:
+        _register(instance, folder)
+        timings: list[float] = []
+        for _ in range(2):  # the second run finds the partition unchanged
+            started = time.perf_counter()
+            with dg.execute_job(
+                implicit,
+                instance=instance,
+                tags={"dagster/partition": key},
+                asset_selection=[FILES.asset_key(stage) for stage in STAGES],
+            ) as result:
+                assert result.success
+                run_id = result.run_id
+            timings.append(time.perf_counter() - started)
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        assert run.job_name == "__ASSET_JOB"
+        messages = [
+            record.event_log_entry.message
+            for record in instance.get_records_for_run(
+                run_id, of_type=dg.DagsterEventType.ENGINE_EVENT
+            ).records
+        ]
+        assert any("in process" in message for message in messages), messages
+        assert not any("multiprocess" in message for message in messages)
+        # A run without the tag is stopped by run monitoring after the instance's default.
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_max_runtime_seconds == 5400
+    # Shown with `-o log_cli=true`, and in the JUnit report (`record_property`).
+    logging.getLogger(__name__).info(
+        "catalog materialization: first %.1f s, unchanged %.1f s", *timings
+    )
+    record_property("catalog_materialization_unchanged_seconds", round(timings[1], 1))
 
 
 def test_files_sensor_requests_a_run_for_a_changed_folder_once(

@@ -1,8 +1,12 @@
-"""`ingest_all` end to end as CI runs it: `dagster job execute` in a subprocess, fresh instance."""
+"""Ingesting everything as CI does: `rag ingest --source all` in a subprocess, fresh instance.
+
+Every partition of every source is a run of its source's ingest job, none started from inside
+another run.
+"""
 
 import dagster as dg
 
-from rag_pipeline.orchestration.source_registry import SOURCES
+from rag_pipeline.orchestration.source_registry import EMBEDDINGS, SOURCES
 from rag_pipeline_tests.ops_support import (
     IngestAllRun,
     index_snapshot,
@@ -17,23 +21,26 @@ def test_ingest_all_indexes_every_source_offline(
     assert run.returncode == 0, run.output[-3000:]
     documents = index_snapshot(run.database_url)["documents"]
     indexed = {row[0] for row in documents}
-    assert indexed == set(SOURCES)
-    # Only the tables of the Application Dictionary were configured (RUN_CONFIG).
+    assert indexed == {spec.name for spec in SOURCES}
     with dg.DagsterInstance.from_config(str(run.dagster_home)) as instance:
         runs = instance.get_runs()
-        ingest_all = [r for r in runs if r.job_name == "ingest_all"]
-        children = [r for r in runs if r.tags.get("rag/reconcile") == ingest_all[0].run_id]
-        partitions = {(r.job_name, r.tags["dagster/partition"]) for r in children}
+        # One run per partition of a source's ingest job, and no other run: none launched
+        # another (no parent run, no reconcile op).
+        assert {r.job_name for r in runs} == {spec.ingest_job for spec in SOURCES}
+        partitions = [(r.job_name, r.tags["dagster/partition"]) for r in runs]
+        assert len(partitions) == len(set(partitions))
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        assert all(r.parent_run_id is None and r.root_run_id is None for r in runs)
+        assert all(r.tags["dagster/max_runtime"] for r in runs)
+        # Only the tables of the Application Dictionary were configured (RAG_AD_ENTITY_TYPES).
         assert ("ad_metadata_ingest_job", "table|en_US") in partitions
         assert ("files_ingest_job", "demo") in partitions
-        assert {job for job, _ in partitions} == {f"{s}_ingest_job" for s in SOURCES}
         assert not any(key.startswith("window|") for _, key in partitions)
-        # Every source's embeddings were materialized, with the metadata a person reads.
-        for source in SOURCES:
-            event = instance.get_latest_materialization_event(dg.AssetKey(f"{source}_embeddings"))
+        # Every source's index was materialized, with the metadata a person reads.
+        for spec in SOURCES:
+            event = instance.get_latest_materialization_event(spec.asset_key(EMBEDDINGS))
             assert event is not None
             assert event.asset_materialization is not None
             metadata = event.asset_materialization.metadata
-            assert metadata["documents_new"].value > 0, source
+            assert metadata["documents_new"].value > 0, spec
             assert "chunks_embedded" in metadata

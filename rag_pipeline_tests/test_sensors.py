@@ -8,6 +8,7 @@ import pytest
 
 from rag_pipeline.defs.files.resources import FilesSourceResource
 from rag_pipeline.defs.files.sensors import files_folders_sensor
+from rag_pipeline.orchestration.source_registry import FILES
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline_tests.pipeline_helpers import write
 
@@ -47,6 +48,12 @@ def test_sensor_adds_partitions_and_runs_changed_folders(
         write(folder, "b.md", "# B\n\nnew file")
         changed = _tick(instance, quiet.cursor)
         assert [r.partition_key for r in changed.run_requests or []] == ["kb"]
+        # The folder's partition of the `folders` system asset is observed at its fingerprint.
+        (observation,) = changed.asset_events
+        assert isinstance(observation, dg.AssetObservation)
+        assert observation.asset_key == FILES.system_key
+        assert observation.partition == "kb"
+        assert observation.tags["dagster/data_version"] == json.loads(changed.cursor or "")["kb"]
 
 
 def test_sensor_also_watches_folders_added_in_the_ui(

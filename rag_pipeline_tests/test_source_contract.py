@@ -9,11 +9,13 @@ import pytest
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.source import DocumentRef, Source, SourceDocument
 from rag_pipeline.defs.resources import resources
+from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS
 from rag_pipeline.orchestration.pipeline import (
     NO_EDITORJS_SYNTAX,
     SourceResource,
     source_definitions,
 )
+from rag_pipeline.orchestration.source_registry import SourceSpec
 from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
@@ -55,18 +57,20 @@ class ShelfResource(SourceResource):
         return sorted(SHELVES)
 
 
+# Its one declaration (in the registry, `SOURCES`, for a real source): every name derives from it.
+TOY_SPEC = SourceSpec("toy", "shelves", "The shelves of toy articles.")
 SHELF_PARTITIONS = dg.StaticPartitionsDefinition(["one", "two"])
 TOY = dg.Definitions.merge(
     resources(),
     source_definitions(
-        "toy", partitions_def=SHELF_PARTITIONS, resource=ShelfResource(), description="Toys."
+        TOY_SPEC, partitions_def=SHELF_PARTITIONS, resource=ShelfResource(), description="Toys."
     ),
 )
 # --- end of the toy source: everything below is the test ---------------------------------
 
 
 def _run(instance: dg.DagsterInstance, shelf: str) -> dg.ExecuteInProcessResult:
-    job = TOY.resolve_job_def("toy_ingest_job")
+    job = TOY.resolve_job_def(TOY_SPEC.ingest_job)
     result = job.execute_in_process(instance=instance, partition_key=shelf)
     assert result.success
     return result
@@ -104,12 +108,23 @@ def test_one_rejected_document_never_stalls_the_partition(
     # Every downstream stage ran for the partition.
     for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings"):
         assert result.asset_materializations_for_node(f"toy_{stage}")
-    (check,) = [
-        c for c in result.get_asset_check_evaluations() if c.check_name == NO_EDITORJS_SYNTAX
-    ]
+    evaluations = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    check = evaluations[NO_EDITORJS_SYNTAX]
     assert not check.passed
     assert check.severity == dg.AssetCheckSeverity.WARN
     assert check.metadata["documents_rejected"].value == 1
+    assert check.partition == "one"
+    # The partition's own verdict names the partition and the document, with its reason.
+    failed = evaluations[FAILED_DOCUMENTS]
+    assert (failed.passed, failed.severity, failed.partition) == (
+        False,
+        dg.AssetCheckSeverity.WARN,
+        "one",
+    )
+    assert failed.metadata["documents_failed"].value == 1
+    assert failed.description is not None
+    assert failed.description.startswith("toy/one: 1 documents failed")
+    assert "leak@en_US (markdown): no_editorjs_syntax" in failed.description
     with connect(database_url) as conn:
         errors = conn.execute("SELECT source_id, stage, reason FROM rag.ingest_errors").fetchall()
     assert [(e[0], e[1]) for e in errors] == [("leak@en_US", "markdown")]

@@ -1,7 +1,12 @@
 """`rag ingest`, `rag status` and `rag clear`: running and inspecting the jobs.
 
-`rag ingest` runs a source's real Dagster asset job in process, on the instance `dagster`
-also uses (see `rag_pipeline.orchestration.instance`), so its runs show up in the UI.
+`rag ingest` runs a source's real Dagster asset job, one run per partition, on the instance
+`dagster` also uses (see `rag_pipeline.orchestration.instance`), so its runs show up in the UI.
+Each run is executed by Dagster's `execute_job` from the code location's module, like
+`dagster job execute`: with the code location's executor (in process by default, so the
+progress bar follows its steps; `RAG_EXECUTOR=celery` sends them to the workers) and its run
+tags. `--source all` is the CI recipe: every partition of every source (the configured ones and
+every one ingested before), and exit status 1 if any run failed.
 """
 
 import signal
@@ -18,10 +23,16 @@ from typing import Any
 import click
 
 from rag_pipeline.cli.common import cli_settings, errors_as_messages, location
+from rag_pipeline.orchestration.source_registry import SOURCE_NAMES, SourceSpec, source_spec
 from rag_pipeline.settings import Settings
 
-SOURCES = ("files", "wiki", "k_entry", "ad_metadata")
-_STEPS_PER_PARTITION = 6  # raw, markdown, sanitized, chunks, embeddings, index check
+SOURCES = SOURCE_NAMES
+_ALL = "all"
+# The code location `dagster job execute -m` loads, whose jobs `rag ingest` runs.
+_CODE_LOCATION_MODULE = "rag_pipeline.definitions"
+_CODE_LOCATION_ATTRIBUTE = "defs"
+# Tags the run so the command finds it while it runs (`execute_job` makes its own run id).
+_INVOCATION_TAG = "rag/ingest"
 
 
 @dataclass
@@ -33,6 +44,7 @@ class RunSummary:
     success: bool
     error: str = ""
     seconds: float = 0.0
+    run_id: str = ""
     stats: dict[str, Any] = field(default_factory=lambda: {})
     failures: list[tuple[str, str, str, str]] = field(default_factory=lambda: [])
 
@@ -51,7 +63,7 @@ def register(main: click.Group) -> None:
 @click.command()
 @click.option(
     "--source",
-    type=click.Choice([*SOURCES, "all"]),
+    type=click.Choice([*SOURCES, _ALL]),
     default="files",
     show_default=True,
     help="Which source to ingest (`all`: every source, each with its configured partitions).",
@@ -77,7 +89,7 @@ def register(main: click.Group) -> None:
 def ingest(
     source: str, paths: tuple[Path, ...], xml_file: Path | None, force: bool, strict: bool
 ) -> None:
-    """Run a source's Dagster asset job in process and print what changed."""
+    """Run a source's Dagster asset job, a run per partition, and print what changed."""
 
     settings = cli_settings()
     if paths and source != "files":
@@ -85,20 +97,39 @@ def ingest(
     if xml_file is not None and source != "wiki":
         raise click.UsageError("--xml is for the wiki source")
     any_failed = False
+    failed_runs: list[str] = []
     with errors_as_messages():
         from rag_pipeline.definitions import defs
+        from rag_pipeline.orchestration.instance import dagster_instance
 
         definitions = defs()
-        for name in SOURCES if source == "all" else (source,):
-            overrides = _resource_overrides(name, xml_file)
-            for key in _partition_keys(definitions, name, paths, overrides):
-                summary = _run_job(settings, definitions, name, key, force, overrides)
+        instance = dagster_instance(settings)
+        for spec in _chosen(source):
+            overrides = _resource_overrides(spec.name, xml_file)
+            wanted = _partition_keys(definitions, spec, paths, overrides)
+            if source == _ALL:
+                from rag_pipeline.orchestration.reconcile import reconcile_partitions
+
+                wanted = reconcile_partitions(spec, wanted, instance)
+            for key in wanted:
+                summary = _run_job(settings, definitions, instance, spec, key, force, overrides)
                 _print_summary(summary)
                 any_failed = any_failed or bool(summary.failures)
                 if not summary.success:
-                    raise click.ClickException(f"the run for {name}/{key} failed: {summary.error}")
+                    failed_runs.append(f"{spec.name}/{_short(key)}")
+                    click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
+    if failed_runs:
+        raise click.ClickException(
+            f"{len(failed_runs)} runs failed: {', '.join(failed_runs)} (see the Dagster UI)"
+        )
     if strict and any_failed:
         sys.exit(1)
+
+
+def _chosen(source: str) -> tuple[SourceSpec, ...]:
+    from rag_pipeline.orchestration.source_registry import SOURCES as SPECS
+
+    return SPECS if source == _ALL else (source_spec(source),)
 
 
 def _resource_overrides(source: str, xml_file: Path | None) -> dict[str, Any]:
@@ -107,25 +138,25 @@ def _resource_overrides(source: str, xml_file: Path | None) -> dict[str, Any]:
     return {}
 
 
-def _source_resource(definitions: Any, source: str, overrides: dict[str, Any]) -> Any:
+def _source_resource(definitions: Any, spec: SourceSpec, overrides: dict[str, Any]) -> Any:
     resources: dict[str, Any] = dict(definitions.resources or {})
-    resource = resources.get(f"{source}_source")
+    resource = resources.get(spec.resource_key)
     if resource is None:
-        raise click.ClickException(f"the {source} source is not available in this installation")
+        raise click.ClickException(f"the {spec.name} source is not available in this installation")
     return resource.model_copy(update=overrides) if overrides else resource
 
 
 def _partition_keys(
-    definitions: Any, source: str, paths: tuple[Path, ...], overrides: dict[str, Any]
+    definitions: Any, spec: SourceSpec, paths: tuple[Path, ...], overrides: dict[str, Any]
 ) -> list[str]:
-    if source == "files":
+    if spec.name == "files":
         from rag_pipeline.sources.files import DEMO_PARTITION
 
         if paths:
             return [_folder_partition(path) for path in paths]
         if not overrides:
             return [DEMO_PARTITION]
-    return list(_source_resource(definitions, source, overrides).partition_keys())
+    return list(_source_resource(definitions, spec, overrides).partition_keys())
 
 
 def _folder_partition(path: Path) -> str:
@@ -141,38 +172,38 @@ def _folder_partition(path: Path) -> str:
     return registration.name
 
 
-def _run_config(job: Any, force: bool, source: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def _run_config(
+    job: Any, force: bool, spec: SourceSpec, overrides: dict[str, Any]
+) -> dict[str, Any]:
     config: dict[str, Any] = {
         # The progress bar and summary say what matters; the event log is in the UI.
         "loggers": {"console": {"config": {"log_level": "ERROR"}}},
     }
     if force:
-        config["ops"] = {
-            node.name: {"config": {"force": True}}
-            for node in job.graph.nodes
-            if node.name.startswith(f"{source}_") and not node.name.endswith("_check")
-        }
+        # Every step: the stages read it (IngestConfig), the checks take any config.
+        config["ops"] = {node.name: {"config": {"force": True}} for node in job.graph.nodes}
     if overrides:
-        config["resources"] = {f"{source}_source": {"config": overrides}}
+        config["resources"] = {spec.resource_key: {"config": overrides}}
     return config
 
 
 def _run_job(
     settings: Settings,
     definitions: Any,
-    source: str,
+    instance: Any,
+    spec: SourceSpec,
     partition_key: str,
     force: bool,
     overrides: dict[str, Any],
 ) -> RunSummary:
-    from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
     from rag_pipeline.operations.runtime import ready_conninfo
-    from rag_pipeline.orchestration.instance import dagster_instance
+    from rag_pipeline.orchestration.reconcile import register
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.locks import advisory_lock
 
-    job = definitions.resolve_job_def(f"{source}_ingest_job")
-    run_id = str(uuid.uuid4())
+    source = spec.name
+    job = definitions.resolve_job_def(spec.ingest_job)
+    invocation = str(uuid.uuid4())
     summary = RunSummary(source, partition_key, success=False)
     # The partition's run lock first: a second ingest of it leaves before touching anything.
     with (
@@ -184,18 +215,18 @@ def _run_job(
                 f"{source}/{_short(partition_key)} is already being ingested by another process; "
                 "its result will be in `rag status` when it ends"
             )
-        instance = dagster_instance(settings)
         # Dynamic partitions (one per folder, category, language; or a dimension of a multi-
         # partition key) must be known to the instance before a run can use them.
-        register_partition_key(instance, job.partitions_def, partition_key)
+        register(job.partitions_def, [partition_key], instance)
         _execute_with_progress(
             instance,
-            job,
-            run_id,
+            spec.ingest_job,
+            invocation,
             partition_key,
-            _run_config(job, force, source, overrides),
+            _run_config(job, force, spec, overrides),
             summary,
         )
+        run_id = summary.run_id
         with connect(ready_conninfo(settings)) as conn:
             from rag_pipeline.store.reports import run_stats
             from rag_pipeline.store.runs import run_errors
@@ -207,24 +238,34 @@ def _run_job(
 
 def _execute_with_progress(
     instance: Any,
-    job: Any,
-    run_id: str,
+    job_name: str,
+    invocation: str,
     partition_key: str,
     run_config: dict[str, Any],
     summary: RunSummary,
 ) -> None:
+    import dagster as dg
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    # What `dagster job execute -m rag_pipeline.definitions` runs: the job reconstructable
+    # from the module, so an out-of-process executor (multiprocess, Celery) can load it too.
+    job = ReconstructableRepository.for_module(
+        _CODE_LOCATION_MODULE, _CODE_LOCATION_ATTRIBUTE
+    ).get_reconstructable_job(job_name)
+
     def execute() -> None:
         try:
-            result = job.execute_in_process(
-                run_config=run_config,
+            with dg.execute_job(
+                job,
                 instance=instance,
-                partition_key=partition_key,
-                run_id=run_id,
+                run_config=run_config,
+                tags={"dagster/partition": partition_key, _INVOCATION_TAG: invocation},
                 raise_on_error=False,
-            )
-            summary.success = result.success
-            failure = next((e for e in result.all_events if e.is_step_failure), None)
-            summary.error = failure.message if failure else ""
+            ) as result:
+                summary.run_id = result.run_id
+                summary.success = result.success
+                failure = next((e for e in result.all_events if e.is_step_failure), None)
+                summary.error = (failure.message or "") if failure else ""
         except Exception as exc:  # surfaced by the caller, after the progress bar closes
             summary.error = f"{type(exc).__name__}: {exc}"
 
@@ -232,7 +273,7 @@ def _execute_with_progress(
     started = time.perf_counter()
     with _terminable_children():
         worker.start()
-        _show_progress(worker, instance, run_id, summary)
+        _show_progress(worker, instance, invocation, summary)
     summary.seconds = time.perf_counter() - started
 
 
@@ -257,17 +298,30 @@ def _terminable_children() -> Iterator[None]:
 
 
 def _show_progress(
-    worker: threading.Thread, instance: Any, run_id: str, summary: RunSummary
+    worker: threading.Thread, instance: Any, invocation: str, summary: RunSummary
 ) -> None:
+    import dagster as dg
+
     label = f"{summary.source}/{_short(summary.partition_key)}"
-    with click.progressbar(length=_STEPS_PER_PARTITION, label=label) as bar:
+    run_id = ""
+    steps = 1
+    with click.progressbar(length=1000, label=label) as bar:
         done = 0
         while worker.is_alive():
             worker.join(0.25)
-            finished = min(_finished_steps(instance, run_id), _STEPS_PER_PARTITION)
+            if not run_id:
+                runs = instance.get_runs(
+                    filters=dg.RunsFilter(tags={_INVOCATION_TAG: invocation}), limit=1
+                )
+                if not runs or runs[0].execution_plan_snapshot_id is None:
+                    continue
+                run_id = runs[0].run_id
+                plan = instance.get_execution_plan_snapshot(runs[0].execution_plan_snapshot_id)
+                steps = max(len(plan.steps), 1)
+            finished = min(_finished_steps(instance, run_id) * 1000 // steps, 1000)
             bar.update(finished - done)
             done = finished
-        bar.update(_STEPS_PER_PARTITION - done)
+        bar.update(1000 - done)
 
 
 def _finished_steps(instance: Any, run_id: str) -> int:

@@ -1,14 +1,19 @@
 """The automation-condition sensor: evaluates the stages' `AutomationCondition`s.
 
-The downstream stages (markdown → embeddings) are `eager()`: when a raw partition is
-materialized alone (from the UI, or a partial run), the rest of its chain follows. The
-`ingest_errors` report refreshes after any source's index changed. Defined explicitly (not
-Dagster's implicit default sensor) so that its interval and default status are ours: stopped
-in local development, started with the daemon when `RAG_AUTOMATION=true`.
+The downstream stages (markdown → embeddings) are `eager()` or catching up
+(`orchestration/automation.py`): when a raw partition is materialized alone (from the UI, or
+a partial run), the rest of its chain follows; when the sensor is turned on, every partition
+whose downstream is missing, older than its upstream or of another code version is carried
+through. The raw stages have no condition: the sources' sensors and the nightly schedules run
+them. The `ingest_errors` report refreshes after any source's index changed. Defined
+explicitly (not Dagster's implicit default sensor) so that its interval, default status and
+run tags are ours: stopped in local development, started with the daemon when
+`RAG_AUTOMATION=true`; evaluated in the code location, as the catch-up condition is ours.
 """
 
 import dagster as dg
 
+from rag_pipeline.orchestration.executors import run_tags
 from rag_pipeline.settings import load_settings
 
 AUTOMATION_SENSOR = "rag_automation_sensor"
@@ -24,6 +29,8 @@ def automation() -> dg.Definitions:
                 AUTOMATION_SENSOR,
                 target=dg.AssetSelection.all(),
                 minimum_interval_seconds=60,
+                use_user_code_server=True,
+                run_tags=run_tags(settings),
                 description="Carries partial updates through each source's chain, and "
                 "refreshes ingest_errors after runs.",
                 default_status=(

@@ -1,24 +1,20 @@
-"""`ingest_errors`: failed documents across every source, and each source's freshness.
+"""`ingest_errors`: failed documents across every source, and how many are behind per source.
 
 One place in the UI to act from: which documents failed (with the stage and the reason) as
-the newest run of their partition left them, and per source when it last synced and how many
-documents are behind the source. The table itself is `rag.ingest_errors`; `rag status`
-prints the same figures.
+the newest run of their partition left them. When each source last synced is Dagster's own
+freshness (each index's `FreshnessPolicy`, windows in `RAG_FRESHNESS_HOURS`), shown on the
+assets and in the catalog; each partition's failures are its `no_failed_documents` check. The
+table itself is `rag.ingest_errors`; `rag status` prints the same figures.
 """
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import dagster as dg
 
-from rag_pipeline.orchestration.source_registry import SOURCES
+from rag_pipeline.orchestration.source_registry import EMBEDDINGS, SOURCES
 from rag_pipeline.resources.vectordb import VectorDBResource
-from rag_pipeline.store.reports import (
-    CurrentFailure,
-    SourceFreshness,
-    current_failures,
-    source_freshness,
-)
+from rag_pipeline.store.reports import CurrentFailure, current_failures, source_freshness
 
 INGEST_ERRORS = "ingest_errors"
 _TABLE_ROWS = 50
@@ -33,7 +29,7 @@ _AFTER_ANY_INDEX_UPDATE = (
 
 @dg.asset(
     name=INGEST_ERRORS,
-    deps=[dg.AssetKey(f"{source}_embeddings") for source in SOURCES],
+    deps=[spec.asset_key(EMBEDDINGS) for spec in SOURCES],
     group_name="operations",
     kinds={"postgres"},
     owners=["team:knowledge-pipeline"],
@@ -41,20 +37,17 @@ _AFTER_ANY_INDEX_UPDATE = (
     automation_condition=_AFTER_ANY_INDEX_UPDATE,
 )
 def ingest_errors(vectordb: VectorDBResource) -> dg.MaterializeResult:
-    """Documents that failed, with stage and reason, and each source's freshness."""
+    """Documents that failed, with stage and reason; per source, failed and behind counts."""
     with vectordb.connect() as conn:
         failures = current_failures(conn)
-        freshness = source_freshness(conn)
+        per_source = source_freshness(conn)
     metadata: dict[str, dg.RawMetadataValue] = {
         "failed_documents": len(failures),
         "failures": dg.MetadataValue.md(failures_markdown(failures)),
-        "freshness": dg.MetadataValue.md(freshness_markdown(freshness, datetime.now(UTC))),
     }
-    for item in freshness:
+    for item in per_source:
         metadata[f"{item.source_type}_failed_documents"] = item.failed_documents
         metadata[f"{item.source_type}_documents_behind"] = item.documents_behind
-        if item.last_sync is not None:
-            metadata[f"{item.source_type}_last_sync"] = dg.MetadataValue.timestamp(item.last_sync)
     return dg.MaterializeResult(metadata=metadata)
 
 
@@ -74,28 +67,6 @@ def failures_markdown(failures: Sequence[CurrentFailure]) -> str:
         )
     if len(failures) > _TABLE_ROWS:
         lines.append(f"| … | | | | {len(failures) - _TABLE_ROWS} more |")
-    return "\n".join(lines)
-
-
-def freshness_markdown(freshness: Sequence[SourceFreshness], now: datetime) -> str:
-    """Each source's last sync, age and counts as a Markdown table."""
-    if not freshness:
-        return "Nothing ingested yet."
-    lines = [
-        "| source | last sync (UTC) | age | partitions | documents | failed | behind |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for item in freshness:
-        synced = item.last_sync.astimezone(UTC) if item.last_sync else None
-        lines.append(
-            f"| {item.source_type} | {synced:%Y-%m-%d %H:%M} | {age(now - synced)} "
-            if synced
-            else f"| {item.source_type} | never | – "
-        )
-        lines[-1] += (
-            f"| {item.partitions} | {item.documents} | {item.failed_documents} "
-            f"| {item.documents_behind} |"
-        )
     return "\n".join(lines)
 
 

@@ -10,6 +10,8 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.orchestration.pipeline import SourceResource
+from rag_pipeline.orchestration.reconcile import add_requests, system_observation
+from rag_pipeline.orchestration.source_registry import SourceSpec
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.idempiere.base import IdempiereSource
 
@@ -52,14 +54,18 @@ class IdempiereSourceResource(SourceResource):
 
 def changed_partitions(
     context: dg.SensorEvaluationContext,
+    spec: SourceSpec,
     tokens: dict[str, str],
     languages: list[str],
     language_partitions: dg.DynamicPartitionsDefinition,
+    partitions_def: dg.PartitionsDefinition,
 ) -> dg.SensorResult:
     """Run each partition whose change token moved since the cursor; register new languages.
 
     The cursor keeps every partition's last token, so a tick over unchanged rows requests
-    nothing; a run key of partition and token makes a repeated request a no-op.
+    nothing; a run key of partition and token makes a repeated request a no-op. A registered
+    partition whose token moved is observed on the source system's asset, the token its data
+    version: the UI shows when the database changed and which runs followed.
     """
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     registered = set(context.instance.get_dynamic_partitions(language_partitions.name or ""))
@@ -70,5 +76,10 @@ def changed_partitions(
             dg.RunRequest(partition_key=key, run_key=f"{key}:{tokens[key]}") for key in changed
         ],
         dynamic_partitions_requests=[language_partitions.build_add_request(new)] if new else [],
+        asset_events=[
+            system_observation(spec, key, tokens[key])
+            for key in changed
+            if not add_requests(partitions_def, [key], context.instance)
+        ],
         cursor=json.dumps({**seen, **tokens}, sort_keys=True),
     )

@@ -93,5 +93,5 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> dict[str, int]:
         """Row counts of the partition's index (what a downstream check needs)."""
         with self.vectordb.connect() as conn:
-            source_type = source_of(context.asset_key)
+            source_type = source_of(context)
             return index.partition_counts(conn, source_type, context.asset_partition_key)

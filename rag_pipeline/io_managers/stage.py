@@ -20,6 +20,10 @@ from rag_pipeline.store import runs, stages
 
 # Dagster's standard key (TableMetadataSet's, which 1.13 does not export at top level).
 PARTITION_ROW_COUNT = "dagster/partition_row_count"
+# Definition metadata of every chain asset: which source and stage it is, read here instead of
+# being parsed back out of the asset key.
+SOURCE_METADATA = "rag/source"
+STAGE_METADATA = "rag/stage"
 STAGE_RECORDS: dict[str, type[Any]] = {
     "raw": RawRecord,
     "markdown": MarkdownRecord,
@@ -49,11 +53,12 @@ class StageView:
     asset_key: str
     source_type: str
     partition_key: str
+    stage: str
 
     @property
     def record_type(self) -> type[Any]:
         """The record class this stage stores."""
-        return STAGE_RECORDS[self.asset_key.rsplit("_", 1)[-1]]
+        return STAGE_RECORDS[self.stage]
 
     def content_hashes(self) -> dict[str, str]:
         """doc key → content hash of every document of the partition the stage holds."""
@@ -88,9 +93,27 @@ def output_partition(context: dg.OutputContext, declared: str) -> str:
     return partition_key
 
 
-def source_of(asset_key: dg.AssetKey) -> str:
-    """The source type of a chain asset (`wiki_markdown` → `wiki`)."""
-    return asset_key.path[-1].rsplit("_", 1)[0]
+def stage_definition_metadata(source_type: str, stage: str) -> dict[str, str]:
+    """The definition metadata a chain asset declares: its source and its stage."""
+    return {SOURCE_METADATA: source_type, STAGE_METADATA: stage}
+
+
+def _declared(context: dg.InputContext | dg.OutputContext) -> dict[str, Any]:
+    if isinstance(context, dg.InputContext):
+        if context.upstream_output is None:
+            raise dg.DagsterInvariantViolationError(f"{context.asset_key} has no upstream output")
+        return dict(context.upstream_output.definition_metadata or {})
+    return dict(context.definition_metadata or {})
+
+
+def source_of(context: dg.InputContext | dg.OutputContext) -> str:
+    """The source type of the chain asset stored or loaded (its definition metadata)."""
+    return str(_declared(context)[SOURCE_METADATA])
+
+
+def stage_of(context: dg.InputContext | dg.OutputContext) -> str:
+    """The stage of the chain asset stored or loaded (its definition metadata)."""
+    return str(_declared(context)[STAGE_METADATA])
 
 
 class StageIOManager(dg.ConfigurableIOManager):
@@ -127,6 +150,7 @@ class StageIOManager(dg.ConfigurableIOManager):
         return StageView(
             self.vectordb,
             context.asset_key.to_user_string(),
-            source_of(context.asset_key),
+            source_of(context),
             single_partition(context),
+            stage_of(context),
         )

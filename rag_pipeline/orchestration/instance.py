@@ -26,11 +26,8 @@ DAGSTER_DATABASE = "dagster"
 # What earlier versions wrote: ours too, so it is upgraded.
 _LEGACY_YAML = "telemetry:\n  enabled: false\n"
 
-_COMMON = """telemetry:
+_TELEMETRY = """telemetry:
   enabled: false
-# Runs past their dagster/max_runtime tag (RAG_RUN_TIMEOUT_SECONDS) are stopped by the daemon.
-run_monitoring:
-  enabled: true
 """
 
 _POSTGRES_URL = """storage:
@@ -65,10 +62,13 @@ def storage_kind(environ: dict[str, str] | None = None) -> str:
     return "sqlite"
 
 
-def dagster_yaml(kind: str) -> str:
-    """The dagster.yaml for a storage kind."""
+def dagster_yaml(kind: str, settings: Settings | None = None) -> str:
+    """The dagster.yaml for a storage kind: telemetry off, every run's timeout (catalog runs
+    and backfills carry no definition's tag) and pool limits (`instance_yaml`), the storage."""
+    from rag_pipeline.orchestration.executors import instance_yaml
+
     storage = {"postgres_url": _POSTGRES_URL, "postgres_parts": _POSTGRES_PARTS}.get(kind, "")
-    return f"{MANAGED_MARKER}\n{_COMMON}{storage}"
+    return f"{MANAGED_MARKER}\n{_TELEMETRY}{instance_yaml(settings)}{storage}"
 
 
 def prepare_environment(settings: Settings) -> None:
@@ -109,7 +109,7 @@ def dagster_home(settings: Settings) -> Path:
     home = Path(configured) if configured else settings.home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    wanted = dagster_yaml(storage_kind())
+    wanted = dagster_yaml(storage_kind(), settings)
     current = config.read_text(encoding="utf-8") if config.exists() else None
     ours = current is not None and (current.startswith(MANAGED_MARKER) or current == _LEGACY_YAML)
     if current is None or (ours and current != wanted):

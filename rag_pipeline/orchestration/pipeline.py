@@ -1,15 +1,18 @@
 """A source's whole Dagster side, built once for every source: `source_definitions(...)`.
 
-`<source>_raw → _markdown → _sanitized → _chunks → _embeddings`, the checks on each stage and
-the `<source>_ingest_job`. A source plug-in only lists and fetches documents (see
-`core/source.py`); its Dagster wiring is a `SourceResource` subclass (its configuration, shown
-and overridable in the launchpad) and one call of `source_definitions` in `defs/<source>/`.
-Assets stay thin: they plan the incremental work, call `core/` and report what happened.
+Its source system (an external asset) → raw → markdown → sanitized → chunks → embeddings, the
+checks on each stage (per partition), its freshness policy and its ingest job, every name taken
+from the source's `SourceSpec` (`source_registry.py`). A source plug-in only lists and fetches
+documents (see `core/source.py`); its Dagster wiring is a `SourceResource` subclass (its
+configuration, shown and overridable in the launchpad) and one call of `source_definitions` in
+`defs/<source>/`. Assets stay thin: they plan the incremental work, call `core/` and report
+what happened.
 """
 
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -35,13 +38,16 @@ from rag_pipeline.core.source import (
     SourceDocument,
 )
 from rag_pipeline.io_managers.pgvector import IndexOutput
-from rag_pipeline.io_managers.stage import StageOutput, StageView
-from rag_pipeline.orchestration.executors import job_executor
+from rag_pipeline.io_managers.stage import StageOutput, StageView, stage_definition_metadata
+from rag_pipeline.orchestration.automation import DOWNSTREAM_AUTOMATION
+from rag_pipeline.orchestration.checks import failed_documents_check, freshness_hours, partition_of
+from rag_pipeline.orchestration.executors import run_tags
 from rag_pipeline.orchestration.indexing import (
     EMBEDDINGS_VERSION,
     embed_missing,
     embeddings_fingerprint,
 )
+from rag_pipeline.orchestration.source_registry import EMBEDDINGS, RAW, STAGES, SourceSpec
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import load_settings
@@ -62,9 +68,6 @@ OWNERS = ["team:knowledge-pipeline"]
 # Concurrency pools (limits are set per deployment: `dagster instance concurrency set embedding
 # 1`): one per source for its requests (a wiki is not hammered), one for the model.
 EMBEDDING_POOL = "embedding"
-# Downstream stages follow their upstream on their own (under the automation sensor): a raw
-# materialized alone, from the UI, is carried through to the index.
-DOWNSTREAM_AUTOMATION = dg.AutomationCondition.eager()
 # Transient source errors (a database restarting, a wiki down for longer than its client's own
 # retries) are retried with backoff: 5 s, then 10 s. Short, because a permanent error (a wrong
 # password) is retried too and `rag ingest` reports it only after the last attempt.
@@ -73,9 +76,9 @@ RAW_RETRY_POLICY = dg.RetryPolicy(
 )
 
 
-def requests_pool(source_type: str) -> str:
+def requests_pool(spec: SourceSpec) -> str:
     """The concurrency pool of a source's raw stage (its requests to the source)."""
-    return f"{source_type}_requests"
+    return f"{spec.name}_requests"
 
 
 def stage_tags(source_type: str, stage: str) -> dict[str, str]:
@@ -105,36 +108,43 @@ class SourceResource(dg.ConfigurableResource):
 
 
 def source_definitions(
-    source_type: str,
+    spec: SourceSpec,
     *,
     partitions_def: dg.PartitionsDefinition,
     resource: SourceResource,
     description: str,
     chain_options: ChainOptions | None = None,
 ) -> dg.Definitions:
-    """The raw asset, the shared chain, its checks and the ingest job of one source.
+    """The source system, the raw asset, the shared chain, its checks and the ingest job.
 
-    `resource` is registered as `<source_type>_source`; the job is `<source_type>_ingest_job`.
+    Every name comes from `spec`: the resource is registered as `spec.resource_key`, the job is
+    `spec.ingest_job`. The executor is not the job's: the code location sets one for every run
+    (`defs/resources.py`), so runs launched from the asset catalog run the same way.
     """
-    resource_key = f"{source_type}_source"
     settings = load_settings()
-    raw = _raw_asset(source_type, partitions_def, resource_key)
-    chain = _chain(source_type, partitions_def, chain_options or ChainOptions())
+    system = dg.AssetSpec(
+        spec.system_key,
+        description=spec.system_description,
+        partitions_def=partitions_def,
+        group_name=spec.group_name,
+        kinds={"source"},
+        owners=OWNERS,
+        tags={"source": spec.name, "stage": "system"},
+    )
+    raw = _raw_asset(spec, partitions_def)
+    chain = _chain(spec, partitions_def, chain_options or ChainOptions())
     job = dg.define_asset_job(
-        f"{source_type}_ingest_job",
-        selection=dg.AssetSelection.groups(source_type),
+        spec.ingest_job,
+        selection=dg.AssetSelection.assets(*(spec.asset_key(stage) for stage in STAGES)),
         description=description,
-        # In process by default: steps of one partition are short, a process per step would
-        # cost more than the work. RAG_EXECUTOR=multiprocess|celery scales out (executors.py).
-        executor_def=job_executor(settings),
         # Enforced by run monitoring (the daemon): a hung run is stopped, not left running.
-        run_tags={"dagster/max_runtime": str(settings.run_timeout_seconds)},
+        run_tags=run_tags(settings),
     )
     return dg.Definitions(
-        assets=[raw, *chain.assets],
-        asset_checks=[chain.integrity],
+        assets=[system, raw, *chain.assets],
+        asset_checks=chain.checks,
         jobs=[job],
-        resources={resource_key: resource},
+        resources={spec.resource_key: resource},
     )
 
 
@@ -167,22 +177,38 @@ def failures_table(failed: Sequence[FailedDocument], limit: int = 20) -> str:
 
 
 def _rule_check(name: str, summary: StageSummary, stage: str, **extra: Any) -> dg.AssetCheckResult:
-    """A per-document rule's result: the documents it rejected, a warning if any."""
+    """A per-document rule's result: the documents it rejected, a warning if any.
+
+    Its spec is partitioned like its asset, so Dagster records the result on the partition the
+    stage computed (the UI's check table shows it per partition).
+    """
     rejected = [f for f in summary.failed if f.stage == stage and f.reason.startswith(name)]
+    metadata: dict[str, Any] = {
+        "documents_rejected": len(rejected),
+        "rejected": ", ".join(f.source_id for f in rejected[:20]),
+        **extra,
+    }
+    if rejected:
+        metadata["reasons"] = dg.MetadataValue.md(failures_table(rejected, limit=5))
     return dg.AssetCheckResult(
         check_name=name,
         passed=not rejected,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "documents_rejected": len(rejected),
-            "rejected": ", ".join(f.source_id for f in rejected[:20]),
-            **extra,
-        },
+        description=(
+            f"{len(rejected)} documents rejected, first: {rejected[0].source_id}"
+            if rejected
+            else None
+        ),
+        metadata=metadata,
     )
 
 
-def _rule_spec(name: str, asset: str, description: str) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(name, asset=asset, description=description, blocking=False)
+def _rule_spec(
+    name: str, asset: str, description: str, partitions_def: dg.PartitionsDefinition
+) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(
+        name, asset=asset, description=description, blocking=False, partitions_def=partitions_def
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,25 +235,28 @@ def _to_raw(source_type: str) -> Callable[[SourceDocument | FailedDocument], Raw
     return convert
 
 
-def _raw_asset(
-    source_type: str, partitions_def: dg.PartitionsDefinition, resource_key: str
-) -> dg.AssetsDefinition:
-    asset_key = f"{source_type}_raw"
+def _raw_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    source_type = spec.name
+    resource_key = spec.resource_key
+    asset_key = spec.asset_name(RAW)
 
     @dg.asset(
         name=asset_key,
         description=f"{source_type} documents as their source gave them, with their versions.",
         partitions_def=partitions_def,
+        # The source system, observed by the source's sensor: the lineage starts there.
+        deps=[spec.system_key],
         io_manager_key="stage_io_manager",
         # The source's resource key depends on the source: both come through the context.
         required_resource_keys={resource_key, "vectordb"},
         kinds=KINDS,
-        group_name=source_type,
+        group_name=spec.group_name,
         code_version=RAW_VERSION,
         retry_policy=RAW_RETRY_POLICY,
-        pool=requests_pool(source_type),
+        pool=requests_pool(spec),
         owners=OWNERS,
-        tags=stage_tags(source_type, "raw"),
+        tags=stage_tags(source_type, RAW),
+        metadata=stage_definition_metadata(source_type, RAW),
     )
     def raw_asset(
         context: dg.AssetExecutionContext, config: IngestConfig
@@ -308,9 +337,11 @@ def _committing(
 
 
 class _Chain:
-    def __init__(self, assets: list[dg.AssetsDefinition], integrity: dg.AssetChecksDefinition):
+    def __init__(
+        self, assets: list[dg.AssetsDefinition], checks: list[dg.AssetChecksDefinition]
+    ) -> None:
         self.assets = assets
-        self.integrity = integrity
+        self.checks = checks
 
 
 def _document_stage(
@@ -387,12 +418,16 @@ def chunking_settings(embedder: EmbedderResource) -> ChunkingSettings:
     )
 
 
-def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainOptions) -> _Chain:
+def _chain(
+    spec: SourceSpec, partitions_def: dg.PartitionsDefinition, options: ChainOptions
+) -> _Chain:
     """The markdown, sanitized, chunks and embeddings assets (and checks) of a source."""
     versions = document_stages.code_versions()
-
-    def key(stage: str) -> str:
-        return f"{source}_{stage}"
+    source = spec.name
+    key = spec.asset_name
+    freshness = dg.FreshnessPolicy.time_window(
+        fail_window=timedelta(hours=freshness_hours(load_settings(), source))
+    )
 
     def stage_asset(stage: str, upstream: str, description: str, rule: str, about: str) -> Any:
         """The decorator of a document stage: one upstream stage, one per-document rule."""
@@ -403,12 +438,13 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
             ins={"upstream": dg.AssetIn(key=key(upstream))},
             io_manager_key="stage_io_manager",
             kinds=KINDS,
-            group_name=source,
+            group_name=spec.group_name,
             code_version=versions[stage],
             automation_condition=DOWNSTREAM_AUTOMATION,
             owners=OWNERS,
             tags=stage_tags(source, stage),
-            check_specs=[_rule_spec(rule, key(stage), about)],
+            metadata=stage_definition_metadata(source, stage),
+            check_specs=[_rule_spec(rule, key(stage), about, partitions_def)],
         )
 
     # The stage assets carry check_specs, so Dagster sees several outputs: it rejects a
@@ -556,12 +592,15 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
         ins={"chunks": dg.AssetIn(key=key("chunks"))},
         io_manager_key="pgvector_io_manager",
         kinds={"python", "postgres", "pgvector"},
-        group_name=source,
+        group_name=spec.group_name,
         code_version=EMBEDDINGS_VERSION,
         automation_condition=DOWNSTREAM_AUTOMATION,
         pool=EMBEDDING_POOL,
         owners=OWNERS,
-        tags=stage_tags(source, "embeddings"),
+        tags=stage_tags(source, EMBEDDINGS),
+        metadata=stage_definition_metadata(source, EMBEDDINGS),
+        # The index is fresh when its last sync is within the window (RAG_FRESHNESS_HOURS).
+        freshness_policy=freshness,
     )
     def embeddings_asset(
         context: dg.AssetExecutionContext,
@@ -626,6 +665,7 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
     @dg.asset_check(
         asset=embeddings_asset,
         name=INDEX_INTEGRITY,
+        partitions_def=partitions_def,
         blocking=True,
         description="Every stored chunk of the partition's documents has a parent in its own "
         "document, a vector of the model's dimension and fits the model's sequence length: "
@@ -637,16 +677,21 @@ def _chain(source: str, partitions_def: dg.PartitionsDefinition, options: ChainO
         embedder: EmbedderResource,
     ) -> dg.AssetCheckResult:
         model = embedder.embedder
-        partition_key = context.partition_key if context.has_partition_key else None
+        partition_key = partition_of(context)
         with vectordb.connect() as conn:
             counts = index.integrity_counts(
                 conn, source, partition_key, model.dimension, model.max_tokens
             )
+        broken = {name: value for name, value in counts.items() if name != "chunks" and value}
         return dg.AssetCheckResult(
-            passed=all(value == 0 for name, value in counts.items() if name != "chunks"),
-            metadata=counts,
+            passed=not broken,
+            description=f"{source}/{partition_key}: "
+            + (", ".join(f"{name} {value}" for name, value in broken.items()) or "intact"),
+            metadata={**counts, "partition": partition_key or ""},
         )
 
+    failed = failed_documents_check(spec, partitions_def)
     return _Chain(
-        [markdown_asset, sanitized_asset, chunks_asset, embeddings_asset], index_integrity
+        [markdown_asset, sanitized_asset, chunks_asset, embeddings_asset],
+        [index_integrity, failed],
     )

@@ -1,22 +1,95 @@
-"""The sources this installation runs, and the names Dagster gives their parts.
+"""The sources this installation runs, and every name Dagster gives their parts.
 
-One list, read by `ingest_all`, the nightly schedules, the `ingest_errors` report and
-`rag status`/`rag validate`: a new source is added here once (and in `defs/<source>/`).
+A `SourceSpec` is the one declaration of a source's names: its resource key, asset keys,
+group, jobs, schedule, the external asset of its source system and its CLI name all derive
+from it, here and nowhere else (nothing builds `f"{source}_..."` or parses a key back).
+`SOURCES` is the one registry: adding a source is its folder (`sources/<name>`, `defs/<name>`)
+plus one line below.
 """
 
-SOURCES: tuple[str, ...] = ("files", "wiki", "k_entry", "ad_metadata")
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when used: the CLI reads the registry without loading Dagster
+    import dagster as dg
+
+# The stages of every source's chain, in order (raw first, the searchable index last).
+STAGES = ("raw", "markdown", "sanitized", "chunks", "embeddings")
+RAW = "raw"
+EMBEDDINGS = "embeddings"
 
 
-def ingest_job_name(source_type: str) -> str:
-    """The partitioned asset job of a source (built by `pipeline.source_definitions`)."""
-    return f"{source_type}_ingest_job"
+@dataclass(frozen=True)
+class SourceSpec:
+    """One source's names in Dagster.
+
+    Attributes:
+        name: The source type (`rag.documents.source_type`, the `--source` choice).
+        system: The source system the raw stage reads, shown upstream of it in the lineage.
+        system_description: What that system is, for the UI.
+    """
+
+    name: str
+    system: str
+    system_description: str
+
+    @property
+    def resource_key(self) -> str:
+        """The key of the source's `SourceResource`."""
+        return f"{self.name}_source"
+
+    @property
+    def group_name(self) -> str:
+        """The asset group of the source's chain."""
+        return self.name
+
+    @property
+    def ingest_job(self) -> str:
+        """The partitioned asset job of the source's chain."""
+        return f"{self.name}_ingest_job"
+
+    @property
+    def nightly_schedule(self) -> str:
+        """The schedule that reconciles every partition of the source once a night."""
+        return f"{self.name}_nightly_reconcile"
+
+    @property
+    def system_key(self) -> "dg.AssetKey":
+        """The external asset of the source system, upstream of the raw stage."""
+        import dagster as dg
+
+        return dg.AssetKey(self.system)
+
+    def asset_key(self, stage: str) -> "dg.AssetKey":
+        """The asset key of one stage of the source's chain (`STAGES`)."""
+        import dagster as dg
+
+        return dg.AssetKey(self.asset_name(stage))
+
+    def asset_name(self, stage: str) -> str:
+        """The name of one stage's asset (`wiki_markdown`)."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}: one of {', '.join(STAGES)}")
+        return f"{self.name}_{stage}"
 
 
-def resource_key(source_type: str) -> str:
-    """The resource key of a source's `SourceResource`."""
-    return f"{source_type}_source"
+# The names are the plug-ins' `source_type`s (a test holds them equal); written out, so that
+# reading the registry loads no source's dependencies.
+FILES = SourceSpec("files", "folders", "The registered folders of documents.")
+WIKI = SourceSpec("wiki", "mediawiki", "The MediaWiki site (or its XML export).")
+K_ENTRY = SourceSpec("k_entry", "idempiere_k_entry", "K_Entry rows of the iDempiere database.")
+AD_METADATA = SourceSpec(
+    "ad_metadata", "idempiere_dictionary", "The iDempiere Application Dictionary tables."
+)
+
+# The registry: one line per source.
+SOURCES: tuple[SourceSpec, ...] = (FILES, WIKI, K_ENTRY, AD_METADATA)
+SOURCE_NAMES: tuple[str, ...] = tuple(spec.name for spec in SOURCES)
 
 
-def reconcile_job_name(source_type: str) -> str:
-    """The unpartitioned job that reconciles every partition of a source."""
-    return f"{source_type}_reconcile_job"
+def source_spec(name: str) -> SourceSpec:
+    """The registered source called `name` (KeyError naming the choices otherwise)."""
+    for spec in SOURCES:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no source {name!r}: one of {', '.join(SOURCE_NAMES)}")

@@ -2,9 +2,9 @@
 
 import dagster as dg
 
+from rag_pipeline.orchestration.source_registry import AD_METADATA, EMBEDDINGS
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
-from rag_pipeline.sources.idempiere.ad import SOURCE_TYPE
 from rag_pipeline.sources.idempiere.known_answers import known_answers_for, score_known_answers
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.reports import indexed_source_ids
@@ -15,7 +15,7 @@ MIN_HIT_RATE = 0.8
 
 
 @dg.asset_check(
-    asset=f"{SOURCE_TYPE}_embeddings",
+    asset=AD_METADATA.asset_key(EMBEDDINGS),
     name=KNOWN_ANSWERS,
     blocking=False,
     description="For a sample of windows and processes, a query made from the entity's own "
@@ -31,7 +31,7 @@ def ad_metadata_known_answers(
     settings = vectordb.settings()
     cases = known_answers_for(settings)
     with connect(vectordb.conninfo()) as conn:
-        indexed = indexed_source_ids(conn, SOURCE_TYPE, "en_US")
+        indexed = indexed_source_ids(conn, AD_METADATA.name, "en_US")
     cases = [case for case in cases if case.expected_source_id in indexed]
     searcher = Searcher(settings, embedder=embedder.embedder)
     score = score_known_answers(

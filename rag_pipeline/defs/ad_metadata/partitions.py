@@ -18,23 +18,3 @@ ad_metadata_partitions = dg.MultiPartitionsDefinition(
         "language": ad_languages,
     }
 )
-
-
-def register_partition_key(
-    instance: dg.DagsterInstance, partitions_def: dg.PartitionsDefinition, key: str
-) -> None:
-    """Add what `key` needs to the dynamic partitions it uses (a plain or multi-partition key).
-
-    A multi-partition key is valid only once each of its dynamic dimensions holds its part
-    (`window|es_CO` needs `es_CO` in `idempiere_languages`).
-    """
-    if isinstance(partitions_def, dg.MultiPartitionsDefinition):
-        parts = partitions_def.get_partition_key_from_str(key).keys_by_dimension
-        for dimension in partitions_def.partitions_defs:
-            register_partition_key(instance, dimension.partitions_def, parts[dimension.name])
-    elif (
-        isinstance(partitions_def, dg.DynamicPartitionsDefinition)
-        and partitions_def.name
-        and not instance.has_dynamic_partition(partitions_def.name, key)
-    ):
-        instance.add_dynamic_partitions(partitions_def.name, [key])

@@ -14,13 +14,14 @@ class ADSourceResource(IdempiereSourceResource):
 
     entity_types: str = Field(
         default=",".join(ENTITY_TYPES),
-        description="Entity types indexed, comma-separated: " + ", ".join(ENTITY_TYPES),
+        description="RAG_AD_ENTITY_TYPES: entity types indexed, comma-separated: "
+        + ", ".join(ENTITY_TYPES),
     )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ADSourceResource":
         """The resource with the given settings as its defaults."""
-        return cls(languages=settings.languages)
+        return cls(languages=settings.languages, entity_types=settings.ad_entity_types)
 
     def build(self) -> ADSource:
         """The source, on a read-only connection to the configured (or demo) database."""

@@ -2,14 +2,15 @@
 
 import dagster as dg
 
-from rag_pipeline.defs.ad_metadata.partitions import ad_languages
+from rag_pipeline.defs.ad_metadata.partitions import ad_languages, ad_metadata_partitions
 from rag_pipeline.defs.ad_metadata.resources import ADSourceResource
 from rag_pipeline.defs.idempiere import changed_partitions
+from rag_pipeline.orchestration.source_registry import AD_METADATA
 from rag_pipeline.sources.idempiere.ad import parse_partition_key
 
 
 @dg.sensor(
-    job_name="ad_metadata_ingest_job",
+    job_name=AD_METADATA.ingest_job,
     minimum_interval_seconds=900,
     # Polls a production ERP: someone turns it on deliberately.
     default_status=dg.DefaultSensorStatus.STOPPED,
@@ -24,4 +25,6 @@ def ad_metadata_changes_sensor(
     """
     tokens = ad_metadata_source.change_tokens()
     languages = [parse_partition_key(key).language for key in tokens]
-    return changed_partitions(context, tokens, languages, ad_languages)
+    return changed_partitions(
+        context, AD_METADATA, tokens, languages, ad_languages, ad_metadata_partitions
+    )

@@ -7,12 +7,14 @@ import dagster as dg
 from rag_pipeline.defs.files.partitions import files_folders
 from rag_pipeline.defs.files.resources import FilesSourceResource
 from rag_pipeline.operations.folders import folder_lookup, register_folder
+from rag_pipeline.orchestration.reconcile import system_observation
+from rag_pipeline.orchestration.source_registry import FILES
 from rag_pipeline.settings import load_settings
 from rag_pipeline.sources.files import FolderError, folder_fingerprint, folder_for
 
 
 @dg.sensor(
-    job_name="files_ingest_job",
+    job_name=FILES.ingest_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
@@ -22,8 +24,10 @@ def files_folders_sensor(
     """Registers the configured folders and the ones added in the UI; runs those that changed.
 
     A folder's fingerprint (names, sizes, modification times) is kept in the cursor, so a tick
-    over unchanged folders requests nothing. A partition added in the UI as a folder's path is
-    registered under the folder's name, which replaces it.
+    over unchanged folders requests nothing; a registered folder whose fingerprint moved is
+    observed (the fingerprint is the data version of its partition of the `folders` asset). A
+    partition added in the UI as a folder's path is registered under the folder's name, which
+    replaces it.
     """
     settings = load_settings()
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
@@ -57,5 +61,10 @@ def files_folders_sensor(
             for key in changed
         ],
         dynamic_partitions_requests=requests,
+        asset_events=[
+            system_observation(FILES, key, fingerprints[key])
+            for key in changed
+            if key in registered
+        ],
         cursor=json.dumps({**seen, **fingerprints}, sort_keys=True),
     )

@@ -5,10 +5,11 @@ import dagster as dg
 from rag_pipeline.defs.idempiere import changed_partitions
 from rag_pipeline.defs.k_entry.partitions import k_entry_languages
 from rag_pipeline.defs.k_entry.resources import KEntrySourceResource
+from rag_pipeline.orchestration.source_registry import K_ENTRY
 
 
 @dg.sensor(
-    job_name="k_entry_ingest_job",
+    job_name=K_ENTRY.ingest_job,
     minimum_interval_seconds=300,
     # Polls a production ERP: someone turns it on deliberately.
     default_status=dg.DefaultSensorStatus.STOPPED,
@@ -22,4 +23,6 @@ def k_entry_changes_sensor(
     in the cursor, so a tick over an unchanged knowledge base requests nothing.
     """
     tokens = k_entry_source.change_tokens()
-    return changed_partitions(context, tokens, list(tokens), k_entry_languages)
+    return changed_partitions(
+        context, K_ENTRY, tokens, list(tokens), k_entry_languages, k_entry_languages
+    )

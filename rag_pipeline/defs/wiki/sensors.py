@@ -9,17 +9,18 @@ import psycopg
 
 from rag_pipeline.defs.wiki.partitions import wiki_partitions
 from rag_pipeline.defs.wiki.resources import WikiSourceResource
+from rag_pipeline.orchestration.reconcile import system_observation
+from rag_pipeline.orchestration.source_registry import WIKI
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.sources.wiki.changes import ChangeCursor, poll_changes, start_cursor
 from rag_pipeline.sources.wiki.client import WikiApiError
-from rag_pipeline.sources.wiki.source import SOURCE_TYPE
 from rag_pipeline.store import stages
 
 DOCUMENT_KEY_SEPARATOR = "@"
 
 
 @dg.sensor(
-    job_name="wiki_ingest_job",
+    job_name=WIKI.ingest_job,
     minimum_interval_seconds=120,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
@@ -33,6 +34,8 @@ def wiki_changes_sensor(
     Two API requests per tick when nothing changed. The cursor is the wiki's own clock of the
     newest edit, delete, move or restore seen (JSON); the first tick only starts it there, as
     the initial sync is the new partitions' first run. An XML export has nothing to poll.
+    A registered partition holding changes is observed on the `mediawiki` asset, the wiki time
+    of the newest change its data version.
     """
     stored = json.loads(context.cursor) if context.cursor else {}
     config = wiki_source.config()
@@ -69,17 +72,16 @@ def wiki_changes_sensor(
         source.close()
     known = set(registered) | set(new)
     tag = hashlib.sha256(changes.cursor.to_json().encode()).hexdigest()[:16]
-    runs += [
-        dg.RunRequest(partition_key=key, run_key=f"{key}:{tag}")
-        for key in changes.partitions
-        if key in known and key not in new
-    ]
+    changed = [key for key in changes.partitions if key in known and key not in new]
+    runs += [dg.RunRequest(partition_key=key, run_key=f"{key}:{tag}") for key in changed]
+    observed = [system_observation(WIKI, key, changes.cursor.since) for key in changed]
     for change in changes.changes:
         moved = f" → {change.new_title}" if change.new_title else ""
         context.log.info(f"wiki {change.kind}: {change.title}{moved} (page {change.pageid})")
     return dg.SensorResult(
         run_requests=runs,
         dynamic_partitions_requests=adds,
+        asset_events=observed,
         cursor=json.dumps({"changes": changes.cursor.to_json()}),
     )
 
@@ -90,7 +92,7 @@ def _index_lookup(
     """Which partitions hold each page in the index, read once per tick; None if unreadable."""
     try:
         with vectordb.connect() as conn:
-            members = {key: stages.partition_members(conn, SOURCE_TYPE, key) for key in partitions}
+            members = {key: stages.partition_members(conn, WIKI.name, key) for key in partitions}
     except (psycopg.Error, OSError) as exc:
         # Without the index a deleted page cannot be placed: every partition runs for it.
         context.log.warning(f"wiki sensor: index not readable ({exc})")
