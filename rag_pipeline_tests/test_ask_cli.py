@@ -17,6 +17,8 @@ from rag_pipeline.settings import load_settings
 from rag_pipeline_tests.ask_support import demo_index
 from rag_pipeline_tests.llm_servers import LLMServer, Status, Wire
 
+pytestmark = pytest.mark.integration
+
 QUESTION = "How do I set up locators in a warehouse?"
 KEY = "sk-ask-test-9f8e7d6c5b4a-secret"
 _LLM_VARIABLES = (

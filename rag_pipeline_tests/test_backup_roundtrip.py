@@ -23,6 +23,8 @@ from rag_pipeline.store import backup
 from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import ingest, write
 
+pytestmark = pytest.mark.integration
+
 C0 = "".join(chr(c) for c in range(0x20) if c not in (0x0A,))
 C1 = "".join(chr(c) for c in range(0x7F, 0xA0))
 HOSTILE = [

@@ -19,6 +19,8 @@ from rag_pipeline.store.connection import connect
 from rag_pipeline.store.server import resolve_conninfo
 from rag_pipeline_tests.pipeline_helpers import write
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def cli_env(

@@ -13,6 +13,8 @@ from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import ingest, write
 
+pytestmark = pytest.mark.integration
+
 WAREHOUSE_MD = """---
 title: Warehouse setup
 tags: [inventory]

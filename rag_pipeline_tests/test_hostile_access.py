@@ -23,6 +23,8 @@ from rag_pipeline.store.server import (
 )
 from rag_pipeline.store.server_user import user_name_for
 
+pytestmark = pytest.mark.integration
+
 
 def _mode(path: Path | str) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)

@@ -20,6 +20,8 @@ from rag_pipeline.store import backup
 from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import ingest, write
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def instance() -> Iterator[dg.DagsterInstance]:

@@ -31,6 +31,8 @@ from rag_pipeline.sources.idempiere.demo_db import (
     insert_entry,
 )
 
+pytestmark = pytest.mark.integration
+
 QUESTION = "where do I maintain customers and vendors"
 
 

@@ -20,6 +20,8 @@ from rag_pipeline.orchestration.source_registry import FILES, RAW, STAGES
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
 
+pytestmark = pytest.mark.integration
+
 INTEGRITY = dg.AssetCheckKey(FILES.asset_key("embeddings"), INDEX_INTEGRITY)
 DOWNSTREAM = [FILES.asset_key(stage) for stage in STAGES if stage != RAW]
 

@@ -20,6 +20,8 @@ from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
 
+pytestmark = pytest.mark.integration
+
 # The toy source: "shelves" of articles held in memory; an article may stand on two shelves.
 SHELVES: dict[str, dict[str, str]] = {}
 

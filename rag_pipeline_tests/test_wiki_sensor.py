@@ -15,6 +15,8 @@ from rag_pipeline.sources.wiki.source import DEMO_EXPORT_PARTITION
 from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.mediawiki_server import FakeWiki, MediaWikiServer
 
+pytestmark = pytest.mark.integration
+
 NF = "Category:New_Features"
 PLUGINS = "Category:Plug-In_Development"
 PAGES = "pages"
