@@ -391,6 +391,46 @@ class Settings(BaseSettings):
             f"{quote(self.vectordb_pg_name, safe='')}"
         )
 
+    # Search: bounded inputs and ranking overrides (issue 36). Every entry point (Python API,
+    # CLI, MCP, ask) goes through `Searcher`, which enforces these.
+    search_max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=2000,
+        description="Longest query searched, in characters; a longer one is refused with an "
+        "error naming this setting.",
+    )
+    search_max_correction_letters: Annotated[int, Field(ge=5, le=100)] = Field(
+        default=24,
+        description="Longest word typo correction looks at; a longer word is searched as typed "
+        "(its one-edit variants grow with its length: 104,000 for 2,000 letters).",
+    )
+    search_max_understood_words: Annotated[int, Field(ge=8, le=10_000)] = Field(
+        default=64,
+        description="Words of a query that typo correction, the search vocabulary and the "
+        "embedding model read (the keyword leg reads every word): a longer query is understood "
+        "by its first words.",
+    )
+    search_max_top_k: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=1000, description="Most hits one search may ask for (top_k)."
+    )
+    search_max_batch: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=10_000,
+        description="Most queries one batch (`Searcher.search_batch`, `rag search --queries`) "
+        "may hold; a longer batch is refused before any is searched.",
+    )
+    search_ranking: str = Field(
+        default="",
+        description="Overrides of ranking constants, 'name=value,...' (names and defaults: "
+        "`rag search --explain`, rag_pipeline/search/ranking.py), e.g. 'k1=1.2,b=0.75'.",
+    )
+
+    @field_validator("search_ranking")
+    @classmethod
+    def _ranking_parses(cls, value: str) -> str:
+        from rag_pipeline.search.ranking import parse_overrides  # no cycle: ranking imports none
+
+        parse_overrides(value)
+        return value
+
 
 def parse_entity_weights(text: str) -> dict[str, float]:
     """'table=0.8,field=0.5' as {'table': 0.8, 'field': 0.5}; ValueError names the bad part."""
