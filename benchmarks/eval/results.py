@@ -4,8 +4,10 @@
     rag ingest --source ad_metadata && rag ingest --path ../shared/fixtures/wiki/docs_md
     python -m benchmarks.eval.results [--modes hybrid,vector,keyword] [--out FILE]
 
-Writes benchmarks/results/<date>.json (or --out): per set and mode nDCG@10, Recall@5/10,
-MRR@10 and hit@1 per language and overall, and the query latency (p50/p95 ms, one client).
+Writes benchmarks/results/<date>[-<label>].json (or --out): per set and mode nDCG@10,
+Recall@5/10, MRR@10 and hit@1 per language and overall, the query latency (p50/p95 ms, one
+client) and the RAG_SEARCH_* variables it ran with (set one to measure a part's worth, e.g.
+RAG_SEARCH_VOCABULARY_WEIGHT=0 with --label no-vocabulary).
 The first set is scored with the dedicated sources' judgements (`dedicated_qrels.py`); the
 held-out sets (`HELD_OUT`) are marked so: they are never read for tuning.
 """
@@ -14,6 +16,7 @@ import argparse
 import datetime
 import io
 import json
+import os
 import statistics
 import time
 from contextlib import redirect_stdout
@@ -85,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="hybrid,vector,keyword")
     parser.add_argument("--only", help="comma-separated set names (default: every set)")
+    parser.add_argument("--label", help="what this run changes (names the file)")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/<date>.json")
     args = parser.parse_args()
     import tempfile
@@ -94,12 +98,11 @@ def main() -> None:
             args.modes.split(","), args.only.split(",") if args.only else None, Path(tmp)
         )
     today = datetime.date.today().isoformat()
-    out = args.out or RESULTS / f"{today}.json"
+    out = args.out or RESULTS / f"{today}{'-' + args.label if args.label else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps({"date": today, "sets": sets}, indent=1, sort_keys=True) + "\n",
-        encoding="utf-8",
-    )
+    variables = {k: v for k, v in os.environ.items() if k.startswith("RAG_SEARCH_")}
+    record = {"date": today, "label": args.label, "environment": variables, "sets": sets}
+    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     for name, figures in sets.items():
         modes = figures["modes"]  # type: ignore[index]
         cells = "  ".join(

@@ -90,7 +90,7 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
-class _Request:
+class SearchRequest:
     """What a search asks for besides the query: filters, size and shape of the hits."""
 
     top_k: int
@@ -186,7 +186,7 @@ class Searcher:
         """
         check_length(query if isinstance(query, str) else query.text, self._max_chars)
         chosen = self._mode(mode)
-        request = self._request(
+        request = self.request(
             top_k, source_types, languages, breadcrumb, min_score, expand, sections_per_document
         )
         if fusion is not None:
@@ -230,10 +230,10 @@ class Searcher:
         return self.understanding.understand(typed, self._mode(mode), self._unknown)
 
     def execute(
-        self, prepared: PreparedQuery, request: _Request, explain: bool = False
+        self, prepared: PreparedQuery, request: SearchRequest, explain: bool = False
     ) -> list[SearchHit]:
         """Run `prepared` as one statement (twice or more when the vector leg must widen)."""
-        params = self._params(prepared, request)
+        params = self.parameters(prepared, request)
         statement = search_statement(
             prepared.mode, request.fusion, self.keyword_scorer, exact_vectors=self._small_index
         )
@@ -264,7 +264,7 @@ class Searcher:
             raise ValueError(f"unknown search mode {chosen!r}; use one of {', '.join(MODES)}")
         return chosen
 
-    def _request(
+    def request(
         self,
         top_k: int,
         source_types: Sequence[str] | None,
@@ -273,13 +273,14 @@ class Searcher:
         min_score: float | None,
         expand: Expand,
         sections_per_document: int | None,
-    ) -> _Request:
+    ) -> SearchRequest:
+        """The filters and size of a search, checked (RAG_SEARCH_MAX_TOP_K)."""
         limit = self.settings.search_max_top_k
         if not 1 <= top_k <= limit:
             raise ValueError(f"top_k must be between 1 and {limit} (RAG_SEARCH_MAX_TOP_K)")
         if sections_per_document is not None and sections_per_document < 0:
             raise ValueError("sections_per_document must be 0 (no limit) or more")
-        return _Request(
+        return SearchRequest(
             top_k,
             source_types,
             languages,
@@ -290,7 +291,7 @@ class Searcher:
             self.ranking.fusion,
         )
 
-    def _params(self, prepared: PreparedQuery, request: _Request) -> dict[str, Any]:
+    def parameters(self, prepared: PreparedQuery, request: SearchRequest) -> dict[str, Any]:
         """The statement's bind parameters, named like the SQL parts read them."""
         query, ranking = prepared.query, self.ranking
         tagged = [expansion_language(words) for words, _ in prepared.added.expansions]
