@@ -217,6 +217,7 @@ def register(main: click.Group) -> None:
             assert query is not None
             typed = searcher.prepare(query, query_lang, languages)
             searched = searcher.corrected(typed)
+            prepared = None
             hits = searcher.search(searched, **options)
             title, caption = query, ""
             if searched.text != typed.text:
@@ -240,7 +241,7 @@ def register(main: click.Group) -> None:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:
             _print_table(title, hits, explain, caption)
-        if explain and not as_json:
+        if prepared is not None:
             # What the query was understood as, and every ranking constant in effect.
             for what, value in prepared.describe():
                 click.echo(f"{what:<20}{value}")

@@ -21,6 +21,7 @@ import statistics
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 from benchmarks.eval import dedicated_qrels
 
@@ -84,13 +85,37 @@ def measure(modes: list[str], only: list[str] | None, tmp: Path) -> dict[str, ob
     return sets
 
 
+def markdown_table(record: dict[str, Any]) -> str:
+    """One row per set: nDCG@10 (hit@1) per mode, and the hybrid p95 latency."""
+    sets: dict[str, Any] = record["sets"]
+    modes = list(next(iter(sets.values()))["modes"])
+    lines = [
+        "| set | " + " | ".join(f"{m} nDCG@10 (hit@1)" for m in modes) + " | hybrid p95 ms |",
+        "| --- |" + " --- |" * (len(modes) + 1),
+    ]
+    for name in [n for n in ("first", *BLIND) if n in sets]:
+        figures = sets[name]
+        cells = [
+            f"{v['overall']['ndcg@10']:.3f} ({v['overall']['hit@1']:.3f})"
+            for v in figures["modes"].values()
+        ]
+        label = f"{name} (held out)" if figures["held_out"] else name
+        p95 = figures["modes"].get("hybrid", {}).get("latency_ms", {}).get("p95", "")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {p95} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="hybrid,vector,keyword")
     parser.add_argument("--only", help="comma-separated set names (default: every set)")
     parser.add_argument("--label", help="what this run changes (names the file)")
+    parser.add_argument("--table", type=Path, help="print a results file as a Markdown table")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/<date>.json")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(args.table.read_text(encoding="utf-8"))))
+        return
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
