@@ -105,16 +105,48 @@ def markdown_table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _mean_ndcg(record: dict[str, Any], held_out: bool) -> float:
+    values = [
+        figures["modes"]["hybrid"]["overall"]["ndcg@10"]
+        for figures in record["sets"].values()
+        if figures["held_out"] is held_out
+    ]
+    return statistics.fmean(values)
+
+
+def parts_table(base: dict[str, Any], others: list[dict[str, Any]]) -> str:
+    """Hybrid nDCG@10 without each part (held-out sets, other sets) and what that costs."""
+    lines = [
+        "| run | held-out sets | cost | other sets | cost |",
+        "| --- | --- | --- | --- | --- |",
+        f"| everything on | {_mean_ndcg(base, True):.3f} | | {_mean_ndcg(base, False):.3f} | |",
+    ]
+    for record in others:
+        held, rest = _mean_ndcg(record, True), _mean_ndcg(record, False)
+        lines.append(
+            f"| {record['label']} | {held:.3f} | {_mean_ndcg(base, True) - held:+.3f} "
+            f"| {rest:.3f} | {_mean_ndcg(base, False) - rest:+.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="hybrid,vector,keyword")
     parser.add_argument("--only", help="comma-separated set names (default: every set)")
     parser.add_argument("--label", help="what this run changes (names the file)")
     parser.add_argument("--table", type=Path, help="print a results file as a Markdown table")
+    parser.add_argument(
+        "--parts", type=Path, nargs="+", help="BASE LABELLED...: what each labelled run costs"
+    )
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/<date>.json")
     args = parser.parse_args()
     if args.table:
         print(markdown_table(json.loads(args.table.read_text(encoding="utf-8"))))
+        return
+    if args.parts:
+        base, *others = (json.loads(p.read_text(encoding="utf-8")) for p in args.parts)
+        print(parts_table(base, others))
         return
     import tempfile
 
