@@ -284,6 +284,8 @@ def bounded_inputs(searcher, rng: random.Random) -> None:  # type: ignore[no-unt
         "".join(rng.choice(letters) for _ in range(rng.randint(5, 20))) for _ in range(300)
     )
     cases = {
+        # The machine's pace at the time: the long ones read against it.
+        "reference: a 7-word question": "how do I create a new price list",
         "2,000 chars of real words": " ".join(rng.choice(vocabulary) for _ in range(400))[:2000],
         "2,000 chars of made-up words": made_up[:2000],
         "one 1,990-letter word": "x" * 1990 + " locator",

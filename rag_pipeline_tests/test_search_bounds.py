@@ -74,3 +74,11 @@ def test_bad_limits_are_refused_by_name() -> None:
         load_settings(search_max_query_chars=0)
     with pytest.raises(ValueError, match="RAG_SEARCH_MAX_CORRECTION_LETTERS"):
         load_settings(search_max_correction_letters=1000)
+
+
+def test_a_text_longer_than_a_question_skips_the_phrase_lookup(searcher: Searcher) -> None:
+    question = searcher.prepare("where do I keep the stock of each product in the warehouse")
+    text = searcher.prepare(" ".join(["stock"] * 49))
+    assert searcher.understanding.compares_phrases(question)
+    assert not searcher.understanding.compares_phrases(text)
+    assert searcher.understand(text, "hybrid").added.similar is None

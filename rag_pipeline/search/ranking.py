@@ -70,6 +70,9 @@ class Ranking:
     similar_min_words: int = _count(
         4, "fewest query words for a phrase close in meaning (fewer: a name or keywords)"
     )
+    similar_max_words: int = _count(
+        48, "most query words for it (a text, not a question: saves one embedding)"
+    )
     # Fusion and the order of hits.
     vector_weight: float = _knob(1.0, "vector leg in fusion", "vector_weight")
     keyword_weight: float = _knob(1.0, "keyword leg in fusion", "keyword_weight")

@@ -223,13 +223,14 @@ class Understanding:
 
     def compares_phrases(self, query: Query) -> bool:
         """Whether the closest vocabulary phrase in meaning is looked up: a query of
-        `similar_min_words` or more (a shorter one is a name or a few keywords), in a language
-        the model knows, with the vocabulary and phrase similarity on."""
+        `similar_min_words` to `similar_max_words` (a shorter one is a name or a few keywords,
+        a longer one no question), in a language the model knows, with the vocabulary and
+        phrase similarity on."""
         ranking = self.ranking
         return (
             ranking.vocabulary_weight > 0
             and ranking.vocabulary_similarity < 1
-            and len(query.text.split()) >= ranking.similar_min_words
+            and ranking.similar_min_words <= len(query.text.split()) <= ranking.similar_max_words
             and self.model_knows(query.language)
         )
 
