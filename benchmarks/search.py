@@ -15,6 +15,9 @@
 4. HNSW recall@10 against exact search for 200 query vectors, index sizes, how often the
    keyword leg's scan budget changes its top 10 against scoring every match, and the wall
    time of a cold `rag search` process.
+5. Bounded inputs: hybrid latency of 2,000-character queries (real words; made-up words; one
+   1,990-letter word) and how soon a 100,000-character one is refused. `--bounds-only` with
+   `--database URL` (any indexed database, e.g. an ingested RAG_HOME's) runs only this.
 """
 
 import argparse
@@ -225,6 +228,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=Path(tempfile.gettempdir()) / "rag_bench")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     parser.add_argument("--database", help="measure an index this script built before (URL)")
+    parser.add_argument("--bounds-only", action="store_true", help="only step 5 (--database)")
     args = parser.parse_args()
     rng = random.Random(11)
 
@@ -237,8 +241,70 @@ def main() -> None:
         build(Path(tmp), args.shared)
         base_docs = corpus_docs(Path(tmp))
     _, _, base_chunks = split(base_docs, embedder.count_tokens)
+    if args.bounds_only and args.database:
+        from rag_pipeline.search.engine import Searcher
+
+        bounded_inputs(Searcher(settings, embedder=embedder, conninfo=args.database), rng)
+        return
     url = args.database or load_index(args, settings, embedder, base_chunks, rng)
     measure(url, args, settings, embedder, base_docs, base_chunks, rng)
+    from rag_pipeline.search.engine import Searcher
+
+    bounded_inputs(Searcher(settings, embedder=embedder, conninfo=url), rng)
+
+
+def bounded_inputs(searcher, rng: random.Random) -> None:  # type: ignore[no-untyped-def]
+    """Hybrid latency of 2,000-character queries (best and median of 5, vector cache off)
+    and the time to refuse a 100,000-character one."""
+    vocabulary = [
+        "warehouse",
+        "locator",
+        "inventory",
+        "movement",
+        "product",
+        "price",
+        "list",
+        "business",
+        "partner",
+        "invoice",
+        "payment",
+        "shipment",
+        "receipt",
+        "tax",
+        "rate",
+        "currency",
+        "conversion",
+        "account",
+        "schema",
+        "period",
+        "calendar",
+    ]
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    made_up = " ".join(
+        "".join(rng.choice(letters) for _ in range(rng.randint(5, 20))) for _ in range(300)
+    )
+    cases = {
+        # The machine's pace at the time: the long ones read against it.
+        "reference: a 7-word question": "how do I create a new price list",
+        "2,000 chars of real words": " ".join(rng.choice(vocabulary) for _ in range(400))[:2000],
+        "2,000 chars of made-up words": made_up[:2000],
+        "one 1,990-letter word": "x" * 1990 + " locator",
+    }
+    searcher.search("warm up the model", mode="hybrid")
+    print()
+    for name, text in cases.items():
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            searcher.search(text, mode="hybrid")
+            times.append((time.perf_counter() - started) * 1000)
+        print(f"{name:<30} best {min(times):7.1f} ms, median {sorted(times)[2]:7.1f} ms")
+    started = time.perf_counter()
+    try:
+        searcher.search("y" * 100_000)
+    except ValueError as exc:
+        refused = (time.perf_counter() - started) * 1000
+        print(f"100,000 chars refused in {refused:.3f} ms: {exc}")
 
 
 def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: ignore[no-untyped-def]

@@ -292,8 +292,12 @@ class Settings(BaseSettings):
     search_fusion: Literal["tmm", "minmax", "rrf"] = Field(
         default="tmm", description="Hybrid fusion: scores over each leg's best, min-max, or RRF."
     )
-    search_vector_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
-    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = 1.0
+    search_vector_weight: Annotated[float, Field(ge=0, le=100)] = Field(
+        default=1.0, description="The vector leg's weight in hybrid fusion."
+    )
+    search_keyword_weight: Annotated[float, Field(ge=0, le=100)] = Field(
+        default=1.0, description="The keyword leg's weight in hybrid fusion."
+    )
     search_model_languages: str = Field(
         default="en",
         description="Language prefixes the embedding model understands, comma-separated "
@@ -347,15 +351,21 @@ class Settings(BaseSettings):
         description="Sections of one document listed before the next documents' (0: no limit); "
         "its further sections follow them.",
     )
-    search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
-    search_ef_search: Annotated[int, Field(ge=10, le=1000)] = 100
+    search_rrf_k: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=60, description="k of reciprocal rank fusion (RAG_SEARCH_FUSION=rrf)."
+    )
+    search_ef_search: Annotated[int, Field(ge=10, le=1000)] = Field(
+        default=100, description="HNSW candidate list of the vector leg (recall against speed)."
+    )
     search_pool_size: Annotated[int, Field(ge=1, le=256)] = Field(
         default=8, description="Connections the search pool may open to the vector database."
     )
     search_pool_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
         default=30.0, description="Seconds a search waits for a free pooled connection."
     )
-    search_query_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = 1024
+    search_query_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = Field(
+        default=1024, description="Query vectors kept in memory per process (0: none)."
+    )
 
     # Running it like production (rag_pipeline/defs/schedules.py, executors.py).
     nightly_cron: str = Field(
@@ -551,6 +561,46 @@ class Settings(BaseSettings):
     def freshness_windows(self) -> dict[str, float]:
         """Source → freshness window in hours; the key "" holds the default."""
         return parse_freshness_hours(self.freshness_hours)
+
+    # Search: bounded inputs and ranking overrides (issue 36). Every entry point (Python API,
+    # CLI, MCP, ask) goes through `Searcher`, which enforces these.
+    search_max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=2000,
+        description="Longest query searched, in characters; a longer one is refused with an "
+        "error naming this setting.",
+    )
+    search_max_correction_letters: Annotated[int, Field(ge=5, le=100)] = Field(
+        default=24,
+        description="Longest word typo correction looks at; a longer word is searched as typed "
+        "(its one-edit variants grow with its length: 104,000 for 2,000 letters).",
+    )
+    search_max_understood_words: Annotated[int, Field(ge=8, le=10_000)] = Field(
+        default=64,
+        description="Words of a query that typo correction, the search vocabulary and the "
+        "embedding model read (the keyword leg reads every word): a longer query is understood "
+        "by its first words.",
+    )
+    search_max_top_k: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=1000, description="Most hits one search may ask for (top_k)."
+    )
+    search_max_batch: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=10_000,
+        description="Most queries one batch (`Searcher.search_batch`, `rag search --queries`) "
+        "may hold; a longer batch is refused before any is searched.",
+    )
+    search_ranking: str = Field(
+        default="",
+        description="Overrides of ranking constants, 'name=value,...' (names and defaults: "
+        "`rag search --explain`, rag_pipeline/search/ranking.py), e.g. 'k1=1.2,b=0.75'.",
+    )
+
+    @field_validator("search_ranking")
+    @classmethod
+    def _ranking_parses(cls, value: str) -> str:
+        from rag_pipeline.search.ranking import parse_overrides  # no cycle: ranking imports none
+
+        parse_overrides(value)
+        return value
 
 
 def parse_freshness_hours(text: str) -> dict[str, float]:

@@ -2,15 +2,19 @@
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import rag_pipeline.search.vocabulary as vocabulary_package
 from rag_pipeline.search.evaluation import load_qrels, load_queries
+from rag_pipeline.search.language import fold, function_words
 
 EVAL = Path(__file__).resolve().parents[1] / "benchmarks" / "eval"
+VOCABULARY = Path(vocabulary_package.__file__).parent
 # The helper-written sets, in the order they were written, with their Spanish question counts.
 BLIND_SETS = {
     "second": 25,
@@ -104,3 +108,38 @@ def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
     )
     assert done.returncode == 0, done.stdout
     assert done.stdout.rstrip().endswith("OK: all checks passed")
+
+
+# Frozen as held-out (benchmarks/eval/results.py marks them so in the results files): never
+# read for tuning, and never quoted by the search vocabulary.
+HELD_OUT = ("eighteenth", "nineteenth", "twentieth")
+
+
+def _folded_words(text: str) -> list[str]:
+    return re.findall(r"[\w']+", fold(text))
+
+
+@pytest.mark.parametrize("language", ["en", "es"])
+def test_no_vocabulary_phrase_of_three_words_quotes_a_held_out_question(language: str) -> None:
+    from benchmarks.eval.results import HELD_OUT as MARKED
+
+    assert MARKED == HELD_OUT
+    questions = [
+        " " + " ".join(_folded_words(query.text)) + " "
+        for name in HELD_OUT
+        for query in load_queries(EVAL / f"{name}_set" / "queries.jsonl")
+    ]
+    skip = function_words(language)
+    quoted: list[str] = []
+    for line in (VOCABULARY / f"{language}.tsv").read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or "\t" not in line:
+            continue
+        for phrase in line.split("\t", 1)[0].split("|"):
+            words = _folded_words(phrase)
+            # Three words or more besides function words ("factura de venta" is two).
+            if len([w for w in words if w not in skip]) >= 3 and any(
+                f" {' '.join(words)} " in question for question in questions
+            ):
+                quoted.append(phrase)
+    assert quoted == []
+    assert len(questions) == 180

@@ -249,3 +249,15 @@ def test_an_unreachable_database_is_one_line(
     assert result.exit_code == 1
     assert result.output.startswith("Error: the vector database cannot be reached")
     assert "Traceback" not in result.output
+
+
+def test_explain_prints_the_prepared_query_and_every_ranking_constant(rag: click.Group) -> None:
+    result = CliRunner().invoke(rag, ["search", "comission for the supplier", "--explain"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith("language") and "en" in line for line in lines)
+    assert any(line.startswith("vocabulary adds") and "business partner" in line for line in lines)
+    from rag_pipeline.search.ranking import Ranking
+
+    for name, value, _ in Ranking().describe():
+        assert any(line.split()[:2] == [name, str(value)] for line in lines), name

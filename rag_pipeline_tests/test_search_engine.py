@@ -204,7 +204,8 @@ def test_bad_queries_are_a_clear_value_error(searcher: Searcher, query: str, mes
 def test_odd_characters_are_sanitized_like_documents(searcher: Searcher) -> None:
     assert prepare_query("M_Locator\x00 aisle\ud800").text == "M_Locator aisle\ufffd"
     assert searcher.search("M_Locator\x00\ud800", top_k=1)[0].source_id == WAREHOUSE.source_id
-    assert searcher.search("x" * MAX_QUERY_CHARS, top_k=1) is not None
+    # Nothing the keyword leg knows, but the vector leg always has a nearest section.
+    assert len(searcher.search("x" * MAX_QUERY_CHARS, top_k=1)) == 1
 
 
 def test_bad_arguments_are_value_errors(searcher: Searcher) -> None:
@@ -331,12 +332,12 @@ def test_a_query_the_model_does_not_speak_leans_on_the_keyword_leg(
     rag_home: Path, indexed_db: str, embedder: Embedder
 ) -> None:
     english_model = Searcher(_settings(rag_home, indexed_db), embedder=embedder)
-    assert english_model._vector_weight("en_US") == 1.0
-    assert english_model._vector_weight("es_CO") == 0.25
+    assert english_model.understanding.vector_weight("en_US") == 1.0
+    assert english_model.understanding.vector_weight("es_CO") == 0.25
     multilingual = Searcher(
         _settings(rag_home, indexed_db, search_model_languages="*"), embedder=embedder
     )
-    assert multilingual._vector_weight("es_CO") == 1.0
+    assert multilingual.understanding.vector_weight("es_CO") == 1.0
 
 
 def test_language_versions_of_a_document_are_one_hit_in_the_querys_language(
@@ -891,7 +892,7 @@ def test_a_query_the_phrase_lookup_embedded_is_not_embedded_again_with_the_cache
     settings = _settings(rag_home, database_url, search_query_cache_size=0)
     searcher = Searcher(settings, embedder=embedder)
     counting = _CountingEmbedder(embedder)
-    searcher.embedder = counting
+    searcher.understanding.embedder = counting  # the part that embeds queries
     query = "the zebra crossing in front of the building"
     prepared = prepare_query(query)
     # Long enough, and English: the lookup embeds it; no phrase is close, nothing is added.

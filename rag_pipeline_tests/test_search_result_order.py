@@ -17,9 +17,10 @@ from click.testing import CliRunner
 from rag_pipeline.cli import main
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import Searcher, SearchHit
-from rag_pipeline.search.engine import _SECTIONS_EXPONENT
-from rag_pipeline.search.language import asks_for_process, asks_to_import
+from rag_pipeline.search.language import fold
+from rag_pipeline.search.ranking import Ranking
 from rag_pipeline.settings import ConfigError, load_settings, parse_entity_weights
+from rag_pipeline.sources.idempiere.ranking import IMPORT_WORDS, PROCESS_WORDS
 from rag_pipeline_tests.search_fixtures import indexed_database
 from rag_pipeline_tests.search_support import Doc
 
@@ -193,7 +194,7 @@ def test_a_page_of_many_sections_yields_to_one_of_few_that_matches_alike(
     sections = row[0] if row else 0
     assert sections >= 4
     assert hits[1].score == pytest.approx(
-        hits[0].score * (1 + math.log(sections)) ** -_SECTIONS_EXPONENT
+        hits[0].score * (1 + math.log(sections)) ** -Ranking().sections_exponent
     )
 
 
@@ -390,7 +391,12 @@ def test_a_process_is_weighed_below_a_window_unless_the_query_asks_for_one(
 )
 def test_what_a_query_asks_for(query: str, imports: bool, runs: bool) -> None:
     assert asks_to_import(query) is imports
-    assert asks_for_process(query) is runs
+    assert (PROCESS_WORDS.search(fold(query)) is not None) is runs
+
+
+def asks_to_import(query: str) -> bool:
+    """The dictionary's rule (sources/idempiere/ranking.py) as the engine applies it."""
+    return IMPORT_WORDS.search(fold(query)) is not None
 
 
 def test_the_import_weight_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:

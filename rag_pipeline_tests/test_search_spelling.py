@@ -202,3 +202,32 @@ def test_choose_corrections_weighs_how_common_each_word_is() -> None:
         "comission": "commission",
         "requisision": "requisicion",
     }
+
+
+def test_long_words_and_words_past_the_understood_ones_are_not_corrected(
+    rag_home: Path, spelling_db: str, embedder: Embedder
+) -> None:
+    searcher = _searcher(rag_home, spelling_db, embedder, search_max_understood_words=8)
+    # A word longer than RAG_SEARCH_MAX_CORRECTION_LETTERS is searched as typed: its one-edit
+    # variants (55 a letter) are never generated.
+    assert candidate_words("x" * 2000 + " comission") == ["comission"]
+    assert candidate_words("comissionx", max_letters=9) == []
+    long_word = "comission" + "s" * 30
+    assert searcher.corrections(searcher.prepare(f"{long_word} rules")) == {}
+    # Typo correction reads the first RAG_SEARCH_MAX_UNDERSTOOD_WORDS words only.
+    first = searcher.understand("comission " + "rules " * 20, "keyword")
+    assert first.corrections == {"comission": "commission"}
+    late = searcher.understand("rules " * 20 + "comission", "keyword")
+    assert late.corrections == {}
+    assert late.query.text.endswith("comission")
+
+
+def test_at_most_eight_unknown_words_are_looked_up(spelling_db: str) -> None:
+    from rag_pipeline.search.spelling import MAX_UNKNOWN, find_unknown
+
+    words = " ".join(f"zzqx{chr(97 + i)}{chr(97 + j)}" for i in range(5) for j in range(5))
+    with connect(spelling_db) as conn:
+        unknown = find_unknown(conn, f"comission {words}", "english")
+    assert len(unknown.words) == MAX_UNKNOWN
+    assert "comission" in unknown.words  # the first unknown word of the query
+    assert {c.variant for c in unknown.candidates} >= {"commission"}

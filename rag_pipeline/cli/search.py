@@ -110,21 +110,26 @@ def _batch(searcher: "Searcher", path: Path, options: dict[str, Any], as_json: b
     if not as_json:
         raise click.UsageError("--queries runs a batch and prints JSON lines: add --json")
     failed = 0
+    limit = searcher.settings.search_max_batch
+    lines: list[tuple[int, str]] = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                    raise ValueError('expected {"id": ..., "text": ...}')
-                ident = record.get("id", number)
-                hits = searcher.search(record["text"], **options)
-                out: dict[str, Any] = {"id": ident, "hits": [h.to_dict() for h in hits]}
-            except ValueError as exc:
-                failed += 1
-                out = {"id": number, "error": f"line {number}: {exc}"}
-            click.echo(json.dumps(out, ensure_ascii=False))
+            if line.strip():
+                lines.append((number, line))
+            if len(lines) > limit:  # refused before any is searched, and read no further
+                raise ValueError(f"{path}: more than {limit:,} queries (RAG_SEARCH_MAX_BATCH)")
+    for number, line in lines:
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                raise ValueError('expected {"id": ..., "text": ...}')
+            ident = record.get("id", number)
+            hits = searcher.search(record["text"], **options)
+            out: dict[str, Any] = {"id": ident, "hits": [h.to_dict() for h in hits]}
+        except ValueError as exc:
+            failed += 1
+            out = {"id": number, "error": f"line {number}: {exc}"}
+        click.echo(json.dumps(out, ensure_ascii=False))
     if failed:
         click.echo(f"{failed} queries failed", err=True)
         sys.exit(1)
@@ -216,6 +221,7 @@ def register(main: click.Group) -> None:
             assert query is not None
             typed = searcher.prepare(query, query_lang, languages)
             searched = searcher.corrected(typed)
+            prepared = None
             hits = searcher.search(searched, **options)
             title, caption = query, ""
             if searched.text != typed.text:
@@ -234,10 +240,18 @@ def register(main: click.Group) -> None:
                 named = searcher.named(searched)
                 if named:
                     caption += f"; read as another name for the title {named!r}"
+                prepared = searcher.understand(searched, options["mode"], query_lang, languages)
         if as_json:
             click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
         else:
             _print_table(title, hits, explain, caption)
+        if prepared is not None:
+            # What the query was understood as, and every ranking constant in effect.
+            for what, value in prepared.describe():
+                click.echo(f"{what:<20}{value}")
+            click.echo("ranking (RAG_SEARCH_RANKING='name=value,...' overrides the unnamed):")
+            for name, value, why in searcher.ranking.describe():
+                click.echo(f"  {name:<30}{value!s:<8}{why}")
 
     @main.command("eval")
     @click.option(

@@ -62,15 +62,12 @@ def instance_yaml(settings: Settings | None = None) -> str:
     """
     settings = settings or load_settings()
     monitoring = (
-        "run_monitoring:\n"
-        "  enabled: true\n"
-        f"  max_runtime_seconds: {settings.run_timeout_seconds}\n"
+        f"run_monitoring:\n  enabled: true\n  max_runtime_seconds: {settings.run_timeout_seconds}\n"
     )
     if settings.embedding_concurrency is None:
         return monitoring
     return (
-        f"{monitoring}concurrency:\n  pools:\n"
-        f"    default_limit: {settings.embedding_concurrency}\n"
+        f"{monitoring}concurrency:\n  pools:\n    default_limit: {settings.embedding_concurrency}\n"
     )
 
 

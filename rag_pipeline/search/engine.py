@@ -1,121 +1,49 @@
 """Hybrid search over the index: the public API (`search`, `Searcher`, `SearchHit`).
 
 A Searcher holds what is costly to build once per process — the model (loaded once through
-`rag_pipeline.operations.runtime`), a connection pool and an LRU cache of query vectors — and
-answers a
-query with one SQL statement (see `queries.py`), filters included. A query with words of five
-letters or more first takes one short round trip that looks up the words the index does not
-hold, to correct typing errors (`spelling.py`).
+`rag_pipeline.operations.runtime`), a connection pool and the query understanding
+(`understanding.py`: vocabulary, vector cache) — and answers a query in two steps:
+understand it into a PreparedQuery, then run that as one SQL statement (`queries.py`),
+filters included. Every input is bounded here, so the CLI, MCP and `ask` get the same
+limits: query length, top_k, batch size (RAG_SEARCH_MAX_*), and the word length typo
+correction looks at.
 """
 
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-import numpy as np
 import psycopg
-from numpy.typing import NDArray
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix, ts_config_for
 from rag_pipeline.operations.runtime import ready_conninfo
-from rag_pipeline.search.encoder import QueryEmbedder, load_query_embedder
-from rag_pipeline.search.language import (
-    asks_for_process,
-    asks_to_import,
-    query_stop_words,
-    request_words,
-)
+from rag_pipeline.search.encoder import load_query_embedder
+from rag_pipeline.search.language import query_stop_words, request_words
 from rag_pipeline.search.pool import run, search_pool, without_timeout
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
-from rag_pipeline.search.query import Query, prepare_query
-from rag_pipeline.search.spelling import (
-    Unknown,
-    apply_corrections,
-    candidate_words,
-    choose_corrections,
-    find_unknown,
-    vocabulary_candidates,
-)
+from rag_pipeline.search.query import Query, QueryError, check_length
+from rag_pipeline.search.ranking import Ranking
+from rag_pipeline.search.source_rules import source_rankings
+from rag_pipeline.search.spelling import Unknown, apply_corrections, find_unknown
 from rag_pipeline.search.stats import refresh_search_stats, stats_state
-from rag_pipeline.search.vocabulary import Vocabulary, expansion_language
-from rag_pipeline.search.vocabulary.phrase_vectors import PhraseVectors, SimilarEntry
+from rag_pipeline.search.understanding import AddedWords, PreparedQuery, Understanding
+from rag_pipeline.search.vocabulary import expansion_language
+from rag_pipeline.search.vocabulary.phrase_vectors import SimilarEntry
 from rag_pipeline.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)
 
 Expand = Literal["parent", "chunk"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
-MAX_TOP_K = 1000
-# Several chunks of one section collapse into one hit, so each leg fetches more chunks than
-# hits; when a few long sections hold most of the nearest chunks, the vector leg widens.
-_VECTOR_CANDIDATES_PER_HIT = 5
-_MIN_VECTOR_CANDIDATES = 50
-_MAX_VECTOR_CANDIDATES = 4000
-# Sections of each leg that take part in fusion, and the keyword leg's budget of chunks to
-# score: the rarest query words' chunks, while together within it. At 100k chunks its top 10
-# shared 0.85 with scoring every match over benchmarks/search.py's queries (4,000: 0.93, at
-# twice the keyword time).
-_LEG_SECTIONS = 50
-_KEYWORD_SCAN = 2000
-# BM25 constants, measured on the labelled set (k1 1.2 / b 0.75, the textbook values, lost
-# 0.045 nDCG@10): the ts_rank term frequency saturates already, and chunks vary little in
-# length. An identifier hit counts like one more term of its own rarity.
-_K1 = 0.9
-_B = 0.4
-_IDENT_BOOST = 1.0
-# A keyword candidate whose document or section title is exactly the query gets its IDF sum
-# this many times more (queries.py, kw_titled): known-item searches find the named thing first.
-_TITLE_BOOST = 1.0
-# And a title written as the query was typed (case, accents and punctuation aside) this much
-# more: of "Verify BOM" and "Verify BOMs", whose words stem alike, the one typed goes first.
-_TYPED_TITLE_BOOST = 0.5
-# The words a question asks with ("create", "set up", "¿dónde registro ...?") count this much
-# of a query word in the keyword leg. Measured: 0.5 lifted English nDCG@10 0.914 -> 0.924 on
-# the language-graded set and Spanish 0.599 -> 0.623 on the second set; 0.25 cost Spanish.
-_REQUEST_WORD_WEIGHT = 0.5
-# A query in another language than English also looks for its words as English reads them
-# (the wiki is English only): "réplica", "plugin", "2Pack", "OAuth". Measured on the eight
-# labelled sets: 0.25 lifted four of them by 0.001-0.008 and lowered none; 0.5 and 1.0 cost
-# the third and seventh sets' Spanish hit@1.
-_CROSS_LANGUAGE_TERM_WEIGHT = 0.25
-# The keyword score of a chunk in another language than the query's, when its document has a
-# version in the query's language (a translated dictionary entry): English "red" is not the
-# Spanish title "Red de Distribución", whose English version says "Distribution Network".
-# Measured on the nine labelled sets: 0.5 changed them by -0.001 to +0.004; 0.25 no better.
-_OTHER_VERSION_WEIGHT = 0.5
-# A page of n sections (not a dictionary entry) scores (1 + ln n) ^ -this times its best
-# section: the best of many sections beats a short page's one more often than it answers the
-# question (an 18-section workshop page came in the top five of 138 of 1,077 labelled questions
-# and was labelled for 6). Over the eighteen sets: 0.1 moved 67 questions of the second to
-# fifteenth (53 up) and 21 of the sixteenth to eighteenth (15 up), mean nDCG@10 +0.002 and
-# +0.006, the first set -0.001; 0.15 and 0.2 cost the first set 0.006 and 0.011.
-_SECTIONS_EXPONENT = 0.1
-# A query of fewer words is a name or a few keywords: no vocabulary phrase close in meaning is
-# added (`Searcher.similar_entry`).
-_SIMILAR_MIN_WORDS = 4
-# Below this many chunks the vector leg compares every vector (a few ms): exact, and the same
-# on every copy of the data, where an HNSW graph depends on the order rows were inserted in.
-_EXACT_VECTORS_BELOW = 5000
 # How often (seconds) a Searcher looks whether the chunks changed since the BM25 statistics.
 _STATS_CHECK_INTERVAL = 2.0
-
-
-@dataclass(frozen=True)
-class AddedWords:
-    """What the search vocabulary adds to a query in one mode."""
-
-    expansions: list[tuple[str, int]]  # each group of words with the query words it stands for
-    for_model: str  # the words the vector leg reads after the query ('' for none)
-    similar: SimilarEntry | None  # the entry added for its phrase's meaning, if one was
-    # The model's vector of the query alone, when the phrase lookup needed it (reused by the
-    # vector leg when the model reads no added word, even with the vector cache off).
-    query_vector: NDArray[np.float32] | None = None
+__all__ = ["AddedWords", "LegScores", "PreparedQuery", "SearchHit", "Searcher", "search"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +58,7 @@ class LegScores:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One matching parent section, represented by its best chunk."""
+    """One matching parent section, represented by its best chunk, with its lineage."""
 
     source_type: str
     source_id: str
@@ -149,35 +77,31 @@ class SearchHit:
     section_id: str
     chunk_id: str
     explain: LegScores | None = None  # with explain=True
+    # Lineage: the source's version of the document (wiki revision, K_Entry Updated, file
+    # size+mtime), the partitions listing it (comma-separated), when its vectors were written
+    # (ISO 8601) and the Dagster run that built its chunks.
+    source_version: str = ""
+    partition: str = ""
+    ingested_at: str = ""
+    run_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return asdict(self)
 
 
-class _VectorCache:
-    """A small thread-safe LRU of query vectors: repeated queries skip the model."""
+@dataclass(frozen=True)
+class SearchRequest:
+    """What a search asks for besides the query: filters, size and shape of the hits."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> NDArray[np.float32] | None:
-        with self._lock:
-            vector = self._items.get(key)
-            if vector is not None:
-                self._items.move_to_end(key)
-            return vector
-
-    def put(self, key: str, vector: NDArray[np.float32]) -> None:
-        if self.size == 0:
-            return
-        with self._lock:
-            self._items[key] = vector
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+    top_k: int
+    source_types: Sequence[str] | None
+    languages: Sequence[str] | None
+    breadcrumb: str | None
+    min_score: float | None
+    expand: Expand
+    sections_per_document: int | None
+    fusion: Fusion
 
 
 class Searcher:
@@ -190,34 +114,30 @@ class Searcher:
         embedder: Embedder | None = None,
         conninfo: str | None = None,
         keyword_scorer: KeywordScorer = "bm25",
-        keyword_scan: int = _KEYWORD_SCAN,
+        keyword_scan: int | None = None,
     ):
         """Use the configured database (or `conninfo`) and model (or `embedder`).
 
         `keyword_scorer="ts_rank"` ranks the keyword leg by PostgreSQL's ts_rank instead of
-        the BM25-style score (kept to measure one against the other). `keyword_scan` is the
-        keyword leg's budget of chunks to score (benchmarks/search.py compares it with
-        scoring every match).
+        the BM25-style score (kept to measure one against the other). `keyword_scan` overrides
+        the keyword leg's budget of chunks (benchmarks/search.py compares it with all).
         """
         self.settings = settings or load_settings()
+        self.ranking = Ranking.from_settings(self.settings)
         self.conninfo = conninfo or ready_conninfo(self.settings)
-        self.embedder: QueryEmbedder | Embedder = embedder or load_query_embedder(self.settings)
+        self.embedder = embedder or load_query_embedder(self.settings)
         self.keyword_scorer: KeywordScorer = keyword_scorer
-        self.keyword_scan = keyword_scan
+        self.keyword_scan = keyword_scan or self.ranking.keyword_scan
         # Shared with the agent tools; restarts a stopped embedded server and reconnects.
         self._pool = search_pool(self.settings, conninfo)
-        self._vectors = _VectorCache(self.settings.search_query_cache_size)
-        self.vocabulary = Vocabulary.load(self.settings.search_vocabulary_dir)
-        self._phrase_vectors = PhraseVectors(
-            self.vocabulary.phrases,
-            self.embedder.embed_query,
-            self.embedder.model_id,
-            self.settings.home / "vocabulary-vectors",
-        )
+        self.rules = source_rankings()
+        self.understanding = Understanding(self.settings, self.ranking, self.embedder, self.rules)
+        self.vocabulary = self.understanding.vocabulary
         self._stats_lock = threading.Lock()
         self._stats_checked = 0.0
         self._stats_refreshing = False
         self._small_index = False
+        self._max_chars = self.settings.search_max_query_chars
 
     def search(
         self,
@@ -239,9 +159,10 @@ class Searcher:
         `sections_per_document` after the other documents'.
 
         Args:
-            query: what to look for (at most 2,000 characters; sanitized like documents), or
-                a Query from `corrected(prepare(...))`, searched as it is (its language wins).
-            top_k: how many sections to return.
+            query: what to look for (at most RAG_SEARCH_MAX_QUERY_CHARS characters, 2,000 by
+                default; sanitized like documents), or a Query from `prepare(...)`, searched
+                as it is but for typo correction (its language wins).
+            top_k: how many sections to return (at most RAG_SEARCH_MAX_TOP_K).
             mode: "hybrid" (default: RAG_SEARCH_MODE), "vector" or "keyword".
             source_types: only these source types.
             languages: only these languages (`en_US`, or `en` for every English variant).
@@ -255,72 +176,91 @@ class Searcher:
                 (default: RAG_SEARCH_SECTIONS_PER_DOCUMENT; 0: no limit).
 
         Raises:
-            ValueError: an unusable query (empty, too long) or argument.
+            ValueError: an unusable query (empty, too long) or argument; the message names
+                the setting of a limit.
         """
+        check_length(query if isinstance(query, str) else query.text, self._max_chars)
+        chosen = self._mode(mode)
+        request = self.request(
+            top_k, source_types, languages, breadcrumb, min_score, expand, sections_per_document
+        )
+        if fusion is not None:
+            request = replace(request, fusion=fusion)
+        prepared = self.understand(query, chosen, language, languages)
+        return self.execute(prepared, request, explain)
+
+    def search_batch(self, queries: Sequence[str], **options: Any) -> list[list[SearchHit] | str]:
+        """Each query's hits, or the message of why it could not be searched.
+
+        At most RAG_SEARCH_MAX_BATCH queries: a longer batch is refused before any is searched.
+        `options` are `search`'s keyword arguments.
+        """
+        limit = self.settings.search_max_batch
+        if len(queries) > limit:
+            raise ValueError(
+                f"the batch holds {len(queries):,} queries; at most {limit:,} are searched "
+                "(RAG_SEARCH_MAX_BATCH)"
+            )
+        results: list[list[SearchHit] | str] = []
+        for text in queries:
+            try:
+                results.append(self.search(text, **options))
+            except QueryError as exc:
+                results.append(str(exc))
+        return results
+
+    def understand(
+        self,
+        query: str | Query,
+        mode: Mode | None = None,
+        language: str | None = None,
+        languages: Sequence[str] | None = None,
+    ) -> PreparedQuery:
+        """`query` understood for a search in `mode` (see `understanding.py`)."""
+        if isinstance(query, str):
+            typed = self.prepare(query, language, languages)
+        else:
+            check_length(query.text, self._max_chars)
+            typed = query
+        return self.understanding.understand(typed, self._mode(mode), self._unknown)
+
+    def execute(
+        self, prepared: PreparedQuery, request: SearchRequest, explain: bool = False
+    ) -> list[SearchHit]:
+        """Run `prepared` as one statement (twice or more when the vector leg must widen)."""
+        params = self.parameters(prepared, request)
+        statement = search_statement(
+            prepared.mode, request.fusion, self.keyword_scorer, exact_vectors=self._small_index
+        )
+        widest = self.ranking.max_vector_candidates
+
+        def execute(conn: psycopg.Connection) -> list[dict[str, Any]]:
+            self._fresh_stats(conn)
+            with conn.cursor(row_factory=dict_row) as cursor:
+                while True:
+                    rows = cursor.execute(statement, params).fetchall()
+                    # Few hits although the vector leg read all it was allowed: the nearest
+                    # chunks crowd into a few long sections; read more.
+                    widen = (
+                        prepared.mode != "keyword"
+                        and 0 < len(rows) < request.top_k
+                        and rows[0]["vector_candidates_read"] >= params["vector_candidates"]
+                        and params["vector_candidates"] < widest
+                    )
+                    if not widen:
+                        return rows
+                    params["vector_candidates"] *= 4
+
+        return [_hit(row, explain) for row in run(self._pool, execute)]
+
+    def _mode(self, mode: Mode | None) -> Mode:
         chosen: Mode = mode or self.settings.search_mode
         if chosen not in MODES:
             raise ValueError(f"unknown search mode {chosen!r}; use one of {', '.join(MODES)}")
-        if not 1 <= top_k <= MAX_TOP_K:
-            raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
-        if sections_per_document is not None and sections_per_document < 0:
-            raise ValueError("sections_per_document must be 0 (no limit) or more")
-        prepared = (
-            query
-            if isinstance(query, Query)
-            else self.corrected(self.prepare(query, language, languages))
-        )
-        added = self.added_words(prepared, chosen)
-        vector = None
-        if chosen != "keyword" and added.for_model:
-            # The model reads the iDempiere words too: "supplier (business partner vendor)".
-            vector = self._query_vector(f"{prepared.text} ({added.for_model})")
-        elif chosen != "keyword":
-            # The phrase lookup's vector when there was one: with the cache off it would
-            # otherwise be embedded a second time.
-            vector = added.query_vector
-            if vector is None:
-                vector = self._query_vector(prepared.text)
-        params = self._params(
-            prepared,
-            added.expansions,
-            vector,
-            top_k,
-            source_types,
-            languages,
-            breadcrumb,
-            min_score,
-            expand,
-            sections_per_document,
-        )
+        return chosen
 
-        def execute(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
-            self._fresh_stats(conn)
-            statement = search_statement(
-                chosen,
-                fusion or self.settings.search_fusion,
-                self.keyword_scorer,
-                exact_vectors=self._small_index,
-            )
-            while True:
-                rows = conn.execute(statement, params).fetchall()
-                widen = (
-                    chosen != "keyword"
-                    and 0 < len(rows) < top_k
-                    and int(rows[0][18]) >= params["vec_limit"]
-                    and params["vec_limit"] < _MAX_VECTOR_CANDIDATES
-                )
-                if not widen:
-                    return rows
-                params["vec_limit"] *= 4
-
-        rows = run(self._pool, execute)
-        return [_hit(row, explain) for row in rows]
-
-    def _params(
+    def request(
         self,
-        query: Query,
-        expansions: list[tuple[str, int]],
-        vector: NDArray[np.float32] | None,
         top_k: int,
         source_types: Sequence[str] | None,
         languages: Sequence[str] | None,
@@ -328,187 +268,118 @@ class Searcher:
         min_score: float | None,
         expand: Expand,
         sections_per_document: int | None,
-    ) -> dict[str, Any]:
-        settings = self.settings
-        tagged = [expansion_language(words) for words, _ in expansions]
+    ) -> SearchRequest:
+        """The filters and size of a search, checked (RAG_SEARCH_MAX_TOP_K)."""
+        limit = self.settings.search_max_top_k
+        if not 1 <= top_k <= limit:
+            raise ValueError(f"top_k must be between 1 and {limit} (RAG_SEARCH_MAX_TOP_K)")
+        if sections_per_document is not None and sections_per_document < 0:
+            raise ValueError("sections_per_document must be 0 (no limit) or more")
+        return SearchRequest(
+            top_k,
+            source_types,
+            languages,
+            breadcrumb,
+            min_score,
+            expand,
+            sections_per_document,
+            self.ranking.fusion,
+        )
+
+    def parameters(self, prepared: PreparedQuery, request: SearchRequest) -> dict[str, Any]:
+        """The statement's bind parameters, named like the SQL parts read them."""
+        query, ranking = prepared.query, self.ranking
+        tagged = [expansion_language(words) for words, _ in prepared.added.expansions]
+        title_rules = [(s.source_type, t) for s in self.rules for t in s.title_weights]
+        per_document = request.sections_per_document
         return {
-            "qv": vector,
-            "cfg": query.ts_config,
+            "query_vector": prepared.vector,
+            "ts_config": query.ts_config,
             "query_language": language_prefix(query.language),
-            "qtext": query.text,
-            "idents": list(query.identifiers),
+            "query_text": query.text,
+            "identifiers": list(query.identifiers),
             "request_words": request_words(query.language),
-            "query_stops": query_stop_words(query.text, query.language),
-            "request_weight": _REQUEST_WORD_WEIGHT,
-            "cross_cfg": None if language_prefix(query.language) == "en" else "english",
-            "cross_weight": _CROSS_LANGUAGE_TERM_WEIGHT,
-            "other_version_weight": _OTHER_VERSION_WEIGHT,
-            "exp_texts": [words for _, words in tagged],
-            "exp_covers": [covers for _, covers in expansions],
+            "query_stop_words": query_stop_words(query.text, query.language),
+            "cross_ts_config": None if language_prefix(query.language) == "en" else "english",
+            "added_texts": [words for _, words in tagged],
+            "added_covers": [covers for _, covers in prepared.added.expansions],
             # "[en] mobile compatibility" is read as English whatever the query's language.
-            "exp_cfgs": [
+            "added_ts_configs": [
                 query.ts_config if language is None else ts_config_for(language)
                 for language, _ in tagged
             ],
-            "named": self.named(query),
-            "vocab_weight": settings.search_vocabulary_weight,
-            "source_types": list(source_types) if source_types else None,
-            "languages": list(languages) if languages else None,
-            "breadcrumb": breadcrumb or None,
-            "vec_limit": max(_MIN_VECTOR_CANDIDATES, top_k * _VECTOR_CANDIDATES_PER_HIT),
-            "kw_scan": self.keyword_scan,
-            "leg_sections": max(_LEG_SECTIONS, top_k),
-            "k1": _K1,
-            "b": _B,
-            "ident_boost": _IDENT_BOOST,
-            "title_boost": _TITLE_BOOST,
-            "typed_title_boost": _TYPED_TITLE_BOOST,
-            "wv": self._vector_weight(query.language),
-            "wk": settings.search_keyword_weight,
-            "rrf_k": settings.search_rrf_k,
-            "entity_weights": Jsonb(_entity_weights(settings, query)),
-            # Asked to import, the import entities are what the query wants: the inverse.
-            "import_weight": 1 / settings.search_import_weight
-            if asks_to_import(query.text)
-            else settings.search_import_weight,
-            "per_document": settings.search_sections_per_document
-            if sections_per_document is None
-            else sections_per_document,
-            "min_score": min_score,
-            "sections_exponent": _SECTIONS_EXPONENT,
-            "top_k": top_k,
-            "with_parent": expand == "parent",
-        }
+            "named": prepared.named,
+            "source_types": list(request.source_types) if request.source_types else None,
+            "languages": list(request.languages) if request.languages else None,
+            "breadcrumb": request.breadcrumb or None,
+            "vector_candidates": max(
+                ranking.min_vector_candidates, request.top_k * ranking.vector_candidates_per_hit
+            ),
+            "keyword_scan": self.keyword_scan,
+            "leg_sections": max(ranking.leg_sections, request.top_k),
+            "vector_weight": prepared.vector_weight,
+            "entity_weights": Jsonb(prepared.entity_weights),
+            "rule_sources": [source for source, _ in title_rules],
+            "rule_entity_types": [",".join(rule.entity_types) for _, rule in title_rules],
+            "rule_patterns": [rule.title_pattern for _, rule in title_rules],
+            "rule_weights": list(prepared.rule_weights),
+            "whole_document_sources": [s.source_type for s in self.rules if s.whole_documents],
+            "sections_per_document": ranking.sections_per_document
+            if per_document is None
+            else per_document,
+            "min_score": request.min_score,
+            "top_k": request.top_k,
+            "with_parent": request.expand == "parent",
+        } | {name: getattr(ranking, name) for name in _RANKING_PARAMETERS}
 
+    def _unknown(self, query: Query) -> Unknown:
+        """The words of `query` the index does not hold, with the candidates to correct them."""
+
+        def spell(conn: psycopg.Connection) -> Unknown:
+            self._fresh_stats(conn)
+            limit = self.settings.search_max_correction_letters
+            return find_unknown(conn, query.text, query.ts_config, limit)
+
+        return run(self._pool, spell)
+
+    # The understanding steps, for callers that show them (`rag search`).
     def prepare(
         self, query: str, language: str | None = None, languages: Sequence[str] | None = None
     ) -> Query:
         """`query` cleaned, in `language`, else the one language filtered on, else detected."""
-        if language is None and languages and len(languages) == 1:
-            language = languages[0]
-        return prepare_query(query, language)
+        return self.understanding.prepare(query, language, languages)
 
     def corrected(self, query: Query) -> Query:
         """`query` with its typing errors corrected (spelling.py), or as it is."""
-        corrections = self.corrections(query)
-        if not corrections:
-            return query
-        return replace(query, text=apply_corrections(query.text, corrections))
+        return replace(query, text=apply_corrections(query.text, self.corrections(query)))
 
     def corrections(self, query: Query) -> dict[str, str]:
-        """`{typed word: the word meant}` for the misspelled words of `query`.
-
-        One round trip, only for a query with a word long enough to correct; none when
-        RAG_SEARCH_TYPO_CORRECTION is off.
-        """
-        if not self.settings.search_typo_correction or not candidate_words(query.text):
-            return {}
-
-        def spell(conn: psycopg.Connection) -> Unknown:
-            self._fresh_stats(conn)
-            return find_unknown(conn, query.text, query.ts_config)
-
-        unknown = run(self._pool, spell)
-        candidates = (
-            vocabulary_candidates(unknown, self.vocabulary, query.language)
-            if self.settings.search_vocabulary_weight > 0
-            else unknown.candidates
-        )
-        return choose_corrections(candidates, query.language)
+        """`{typed word: the word meant}` for the misspelled words of `query`."""
+        return self.understanding.corrections(query, self._unknown)
 
     def expansion(self, query: Query) -> str:
         """The iDempiere words the vocabulary adds to `query` ('' when it adds none or is off)."""
-        return " ".join(words for words, _ in self.expansions(query))
-
-    def named(self, query: Query) -> str | None:
-        """The iDempiere title `query` is only another name for ("activos fijos" -> "activo"),
-        searched as if typed; None when it is not one or the vocabulary is off."""
-        if self.settings.search_vocabulary_weight == 0:
-            return None
-        return self.vocabulary.named(query.text, query.language)
+        return " ".join(words for words, _ in self.understanding.expansions(query))
 
     def expansions(self, query: Query) -> list[tuple[str, int]]:
         """The groups of words the vocabulary adds, each with the query words it stands for."""
-        if self.settings.search_vocabulary_weight == 0:
-            return []
-        return self.vocabulary.expansions(query.text, query.language)
+        return self.understanding.expansions(query)
+
+    def named(self, query: Query) -> str | None:
+        """The iDempiere title `query` is only another name for, if it is one."""
+        return self.understanding.named(query)
 
     def added_words(self, query: Query, mode: Mode | None = None) -> AddedWords:
-        """The vocabulary's words a search in `mode` (default: RAG_SEARCH_MODE) adds to `query`:
-        the entries of the phrases it holds, then, but in keyword mode, the entry of the phrase
-        closest in meaning (`similar_entry`) unless it is one of them."""
-        expansions = self.expansions(query)
-
-        def words(groups: list[tuple[str, int]]) -> str:
-            return " ".join(expansion_language(group)[1] for group, _ in groups)
-
-        typed = words(expansions)
-        if (mode or self.settings.search_mode) == "keyword" or not self._compares_phrases(query):
-            return AddedWords(expansions, typed, None)
-        vector = self._query_vector(query.text)
-        similar = self._closest_entry(query, vector)
-        if similar is None or similar.expansion in dict(expansions):
-            return AddedWords(expansions, typed, None, vector)
-        expansions = [*expansions, (similar.expansion, 1)]
-        # A phrase sharing one word with the query is close mostly through that word ("product
-        # with several vendors" for "maintain customers and vendors"): the keyword leg weighs
-        # its entry among the typed words, the model does not read it.
-        for_model = typed if similar.shared_words == 1 else words(expansions)
-        return AddedWords(expansions, for_model, similar, vector)
+        """The vocabulary's words a search in `mode` (default: RAG_SEARCH_MODE) adds."""
+        return self.understanding.added_words(query, self._mode(mode))
 
     def similar_entry(self, query: Query) -> SimilarEntry | None:
-        """The vocabulary entry of the phrase closest in meaning to `query`, if close enough.
-
-        Only for a query of `_SIMILAR_MIN_WORDS` words or more (a shorter one is a name or a
-        few keywords, which the typed-phrase matching serves) in a language the model knows,
-        with the vocabulary on; hybrid and vector searches add it (vocabulary/phrase_vectors.py),
-        the vector leg only when the phrase shares no word or several with the query.
-        """
-        if not self._compares_phrases(query):
+        """The vocabulary entry of the phrase closest in meaning to `query`, if close enough
+        and looked up at all (`Understanding.compares_phrases`)."""
+        if not self.understanding.compares_phrases(query):
             return None
-        return self._closest_entry(query, self._query_vector(query.text))
-
-    def _compares_phrases(self, query: Query) -> bool:
-        settings = self.settings
-        return (
-            settings.search_vocabulary_weight > 0
-            and settings.search_vocabulary_similarity < 1
-            and len(query.text.split()) >= _SIMILAR_MIN_WORDS
-            and self._model_knows(query.language)
-        )
-
-    def _closest_entry(self, query: Query, vector: NDArray[np.float32]) -> SimilarEntry | None:
-        found = self._phrase_vectors.closest(
-            language_prefix(query.language), vector, self.settings.search_vocabulary_similarity
-        )
-        if found is None:
-            return None
-        shared = self.vocabulary.shared_words(found.phrase, query.text, query.language)
-        return replace(found, shared_words=shared)
-
-    def _model_knows(self, language: str) -> bool:
-        known = {p.strip().lower() for p in self.settings.search_model_languages.split(",")}
-        prefix = language_prefix(language)
-        return "*" in known or not prefix or prefix in known
-
-    def _vector_weight(self, language: str) -> float:
-        """The vector leg's weight for a query in `language`.
-
-        An English-only model (the bundled MiniLM) embeds a Spanish or Hungarian query poorly;
-        measured on the labelled set, Spanish nDCG@10 rose from 0.84 to 0.92 with the vector
-        leg at a quarter weight, while English queries keep the full weight.
-        """
-        if self._model_knows(language):
-            return self.settings.search_vector_weight
-        return self.settings.search_cross_language_vector_weight
-
-    def _query_vector(self, text: str) -> NDArray[np.float32]:
-        key = f"{self.embedder.model_id}\x00{text}"
-        vector = self._vectors.get(key)
-        if vector is None:
-            vector = self.embedder.embed_query(text).astype(np.float32)
-            self._vectors.put(key, vector)
-        return vector
+        vector = self.understanding.query_vector(query.text)
+        return self.understanding.closest_entry(query, vector)
 
     def _fresh_stats(self, conn: psycopg.Connection) -> None:
         """Rebuild the BM25 statistics when the chunks changed since they were built.
@@ -526,7 +397,7 @@ class Searcher:
         if not state.fresh and state.rebuild_now:
             refresh_search_stats(conn)
             state = stats_state(conn)
-        self._small_index = (state.built_chunks or 0) < _EXACT_VECTORS_BELOW
+        self._small_index = (state.built_chunks or 0) < self.ranking.exact_vectors_below
         if state.fresh or state.rebuild_now:
             return
         with self._stats_lock:
@@ -549,41 +420,55 @@ class Searcher:
         run(self._pool, without_timeout(refresh_search_stats))
 
 
-def _entity_weights(settings: Settings, query: Query) -> dict[str, float]:
-    """RAG_SEARCH_ENTITY_WEIGHTS, without the process weight for a query that asks for one."""
-    weights = settings.search_entity_weight_map
-    if "process" in weights and asks_for_process(query.text):
-        return {entity: weight for entity, weight in weights.items() if entity != "process"}
-    return weights
+# Ranking knobs the SQL reads under their own names.
+_RANKING_PARAMETERS = (
+    "k1",
+    "b",
+    "ident_boost",
+    "title_boost",
+    "typed_title_boost",
+    "request_word_weight",
+    "cross_language_term_weight",
+    "other_version_weight",
+    "vocabulary_weight",
+    "keyword_weight",
+    "rrf_k",
+    "sections_exponent",
+)
 
 
-def _hit(row: tuple[Any, ...], explain: bool) -> SearchHit:
+def _hit(row: dict[str, Any], explain: bool) -> SearchHit:
     legs = (
         LegScores(
-            vector_rank=None if row[14] is None else int(row[14]),
-            vector_score=None if row[15] is None else float(row[15]),
-            keyword_rank=None if row[16] is None else int(row[16]),
-            keyword_score=None if row[17] is None else float(row[17]),
+            vector_rank=row["vector_rank"],
+            vector_score=row["vector_score"],
+            keyword_rank=row["keyword_rank"],
+            keyword_score=row["keyword_score"],
         )
         if explain
         else None
     )
+    ingested = row["ingested_at"]
     return SearchHit(
-        source_type=row[0],
-        source_id=row[1],
-        language=row[2],
-        title=row[3],
-        breadcrumb=row[4],
-        section_title=row[5],
-        heading_path=list(row[6]),
-        url=row[7],
-        score=float(row[8]),
-        text=row[9],
-        parent_text=row[10],
-        document_id=row[11],
-        section_id=row[12],
-        chunk_id=row[13],
+        source_type=row["source_type"],
+        source_id=row["source_id"],
+        language=row["language"],
+        title=row["title"],
+        breadcrumb=row["breadcrumb"],
+        section_title=row["section_title"],
+        heading_path=list(row["heading_path"]),
+        url=row["url"],
+        score=float(row["score"]),
+        text=row["text"],
+        parent_text=row["parent_text"],
+        document_id=row["document_id"],
+        section_id=row["section_id"],
+        chunk_id=row["chunk_id"],
         explain=legs,
+        source_version=row["source_version"],
+        partition=row["partition"] or "",
+        ingested_at=ingested.isoformat() if ingested is not None else "",
+        run_id=row["run_id"] or "",
     )
 
 
@@ -614,7 +499,7 @@ def search(
     language: str | None = None,
     sections_per_document: int | None = None,
 ) -> list[SearchHit]:
-    """Search the configured index (see `Searcher.search` for the arguments)."""
+    """Search the configured index (see `Searcher.search` for the arguments and limits)."""
     return default_searcher().search(
         query,
         top_k=top_k,

@@ -88,7 +88,7 @@ def _by_word_frequency(words: list[str], default: str) -> str:
 # The words people ask with, whatever they ask about: "where do I create a new ...", "how do
 # I set up ...", "¿dónde registro ...?". They say little about which entity is meant, but the
 # dictionary's titles are full of them ("Create ...", "Crear ..."), so the keyword leg counts
-# them at a lower weight (engine._REQUEST_WORD_WEIGHT). Stemmed with the query's config.
+# them at a lower weight (Ranking.request_word_weight). Stemmed with the query's config.
 _REQUEST_WORDS = {
     "en": "create add new enter set setup configure define register record maintain manage "
     "see view find show use change make do get system want need",
@@ -134,41 +134,9 @@ def request_words(language: str) -> str:
     return _REQUEST_WORDS.get(language_prefix(language), "")
 
 
-# What a query asks for, where the dictionary has two kinds of entity for one thing. Matched
-# as prefixes of the query's lowercased words without accents.
-#
-# Importing: the import windows and processes ("Import Business Partner", "Importar Activos
-# Fijos") repeat their target's name and every column of it, so they outrank the window a
-# question means ("activos fijos" -> Asset) unless it asks to import (RAG_SEARCH_IMPORT_WEIGHT).
-_IMPORT_WORDS = re.compile(
-    # not "sin importar si ..." / "no importa": regardless of
-    r"(?<!sin )(?<!no )\b(import|upload|load|csv|excel|spreadsheet|xls|bulk|migrat|file|"
-    r"carg|subir|sub[eo]\b|plan[oa]s?\b|archivo|masiv|hoja de calculo)"
-)
-# Running a process or report: a process is weighed below a window (RAG_SEARCH_ENTITY_WEIGHTS,
-# "where do I enter the vendor invoice" means the window, not a vendor invoice report) unless
-# the query asks to generate, run, calculate or report, or for something done automatically or
-# in a batch (a process's work: "purchase orders created automatically from the sales order").
-_PROCESS_WORDS = re.compile(
-    r"\b(generat|gener(?:a|ar|o|e|en|an|amos|ando)\b|run\b|ejecut|(?<!hoja de )calcul|report|"
-    r"informe|automatic|batch)"
-)
-
-
 def fold(text: str) -> str:
     """`text` lowercased, without accents or other combining marks, compatibility forms
     unified ("Cálculo" -> "calculo", full-width "ＣＳＶ" -> "csv"): how query words are matched
     against word lists here and in the search vocabulary."""
     decomposed = unicodedata.normalize("NFKD", text.lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-def asks_to_import(text: str) -> bool:
-    """Whether a query asks to load data in bulk ('import a CSV', 'cargar terceros')."""
-    return _IMPORT_WORDS.search(fold(text)) is not None
-
-
-def asks_for_process(text: str) -> bool:
-    """Whether a query asks to generate, run, calculate or report ('calcular mrp'), or for
-    work done automatically or in a batch."""
-    return _PROCESS_WORDS.search(fold(text)) is not None

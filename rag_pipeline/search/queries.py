@@ -1,41 +1,29 @@
-"""The search statement of each mode: one SQL round trip, filters inside, one hit per section.
+"""The search statement: one SQL round trip of named parts, filters inside, one hit a section.
 
-Legs (CTEs), each ranked over parent sections (a section's best chunk represents it):
+- `VECTOR_LEG`: pgvector cosine over the HNSW index (or exact below a size), each section
+  represented by its best chunk.
+- `KEYWORD_LEG` (`keyword_leg`): BM25-style over the query's lexemes in its language's
+  text-search config. Per lexeme: IDF (rag.term_stats) times a saturated term frequency, the
+  frequency being `ts_rank` of that lexeme alone scaled so one body occurrence counts 1, then
+  k1/b length normalisation over the chunk's tokens. Identifier terms add their IDF times
+  `ident_boost`. Candidates come from the rarest lexemes first, at most `keyword_scan` chunks.
+  Added terms weigh less: the vocabulary's words (`added_texts`, `vocabulary_weight` shared by
+  one entry's words), a question's asking words (`request_word_weight`), a non-English
+  query's words read as English (`cross_language_term_weight`).
+- `TITLE_RULES`: a section whose document or own title is exactly the query (or the title the
+  whole query is another name for, `named`) gets the query's IDF sum again (`title_boost`),
+  more if written as typed (`typed_title_boost`); a translated entry's version in another
+  language than the query's scores `other_version_weight` times as much.
+- `KEYWORD_RANKS`: the keyword leg's best `leg_sections` sections, ranked.
+- `FUSION` with `FUSION_SCORES[fusion]`: both legs over their best `leg_sections` sections,
+  scores over each leg's best (`tmm`), min-max, or reciprocal rank fusion; scaled to (0, 1].
+  `VECTOR_ONLY` / `KEYWORD_ONLY` stand for it in one-leg modes.
+- `SECTION_COLLAPSE`: one hit per section across language versions, weighed by entity type,
+  source title rules and page length; a document's first `sections_per_document` first.
+- `LINEAGE`: each hit's partitions and run.
 
-- vector: pgvector cosine over the HNSW index (iterative scan, re-sorted).
-- keyword: chunks matching the query's lexemes (in the query language's text-search config)
-  or its identifier terms, scored BM25-style: for each query lexeme, its inverse document
-  frequency (from rag.term_stats) times a saturated term frequency. The term frequency is
-  `ts_rank` of that one lexeme, which counts every occurrence with its weight (heading A =
-  2.5 x body B) and already saturates; it is scaled so one body occurrence counts 1, then
-  BM25's k1/b length normalisation applies over the chunk's token count. An identifier term
-  found in the chunk adds its own IDF times `ident_boost`. Candidates come from the rarest
-  lexemes first, while their chunks together are at most `kw_scan`, so a query full of common
-  words cannot make the leg score half the corpus; common words still count in the score of
-  the chunks found. Text and query are read with slashes as spaces
-  (`rag.keyword_text`, m004); a query word whose unaccented form is a stop word is dropped.
-  The words the search vocabulary adds (`exp_texts`, see vocabulary/) are terms too, an
-  entry's words sharing `vocab_weight` times the number of query words it stands for, each
-  read in its own text-search config (`exp_cfgs`: an entry's "[en]" words as English).
-  The words a question asks with ("create", "set up", "registro") weigh `request_weight`.
-  A query in another language than English is also read as English words (`cross_cfg`), at
-  `cross_weight`: English-only pages share many words with it ("réplica", "plugin").
-  A section whose document or own title is exactly the typed query (with or without its
-  accents), or exactly the iDempiere words of the one vocabulary entry the whole query is
-  another name for (`named`: "activos fijos" -> Activo), gets the query's IDF sum again
-  (`title_boost`); of several such titles, one written as the query was typed gets
-  `typed_title_boost` times that sum more ("Verify BOM" before "Verify BOMs").
-  Of the best `2 * leg_sections` sections, one in another language than the query's scores
-  `other_version_weight` times as much when its document has a version in the query's language:
-  that version is the one whose words count.
-- hybrid: both legs fused over the best `leg_sections` sections of each leg — a weighted sum of
-  scores normalised by each leg's best (`tmm`, the default), by its best and worst (`minmax`),
-  or weighted reciprocal rank fusion (`rrf`). The score is scaled to (0, 1].
-
-Then one hit per section across a document's language versions, in the query's language when
-that version matched, its score weighed by its entity type (a dictionary field below its
-window) and, for a dictionary entry titled "Import...", by `import_weight` (1 when the query
-asks to import), and at most `per_document` sections of a document before the next documents.
+Values are bind parameters (named like the `Ranking` knobs, `ranking.py`); rows are read by
+column name.
 """
 
 from typing import Literal, LiteralString, cast
@@ -55,13 +43,13 @@ _FILTERS = """
          WHERE fd.id = c.document_id AND starts_with(fd.breadcrumb, %(breadcrumb)s::text)))
 """
 
-_VECTOR = """
+VECTOR_LEG = """
 vec_raw AS MATERIALIZED (
-    SELECT c.id, c.section_id, c.embedding <=> %(qv)s AS distance
+    SELECT c.id, c.section_id, c.embedding <=> %(query_vector)s AS distance
     FROM rag.chunks c
     WHERE {filters}
     ORDER BY {vector_order}
-    LIMIT %(vec_limit)s
+    LIMIT %(vector_candidates)s
 ),
 vec AS (
     SELECT section_id, id AS chunk_id, 1 - distance AS score,
@@ -75,7 +63,7 @@ _IDF = "ln(1 + (greatest({n}, {df}) - {df} + 0.5) / ({df} + 0.5))"
 # typed" ("Verify BOM" and "verify bom?" alike).
 _TYPED_FORM = "btrim(lower(regexp_replace(rag.folded_text({}), '[^[:alnum:]]+', ' ', 'g')))"
 
-_KEYWORD = """
+KEYWORD_LEG = """
 stats AS (
     SELECT coalesce(max(chunks), 0)::float8 AS n, greatest(coalesce(max(avg_tokens), 1), 1) AS avgdl
     FROM rag.search_stats
@@ -86,14 +74,14 @@ query_words AS (
     -- and "¿Dónde ...?" must not find every title starting with it. The language's words
     -- its config does not stop but English's list does ("cada", "solo") go too.
     SELECT coalesce(string_agg(w, ' '), '') AS q
-    FROM regexp_split_to_table(rag.keyword_text(%(qtext)s), '[[:space:]]+') AS w
+    FROM regexp_split_to_table(rag.keyword_text(%(query_text)s), '[[:space:]]+') AS w
     WHERE (rag.folded_words(w) = ''
-           OR to_tsvector(%(cfg)s::regconfig, rag.folded_words(w)) <> ''::tsvector)
+           OR to_tsvector(%(ts_config)s::regconfig, rag.folded_words(w)) <> ''::tsvector)
       AND lower(rag.folded_text(regexp_replace(w, '[^[:alnum:]]+', '', 'g')))
-          <> ALL(%(query_stops)s::text[])
+          <> ALL(%(query_stop_words)s::text[])
 ),
 asking_words AS (
-    SELECT unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(request_words)s)))
+    SELECT unnest(tsvector_to_array(to_tsvector(%(ts_config)s::regconfig, %(request_words)s)))
            AS asking
 ),
 terms AS (
@@ -102,21 +90,22 @@ terms AS (
            {term_idf} AS idf, t.w, t.typed
     FROM (SELECT lexeme, max(w) AS w, bool_or(typed) AS typed
           FROM (SELECT lexeme, CASE WHEN lexeme IN (SELECT asking FROM asking_words)
-                                    THEN %(request_weight)s ELSE 1.0 END::float8 AS w,
+                                    THEN %(request_word_weight)s ELSE 1.0 END::float8 AS w,
                        true AS typed
-                FROM unnest(to_tsvector(%(cfg)s::regconfig, (SELECT q FROM query_words)))
+                FROM unnest(to_tsvector(%(ts_config)s::regconfig, (SELECT q FROM query_words)))
                 UNION ALL
                 -- A query in another language than the model's also as English words read
                 -- ("réplica" -> replica, "plugin"), for English-only pages; at a lower weight.
-                SELECT lexeme, %(cross_weight)s::float8, false
-                FROM unnest(to_tsvector(%(cross_cfg)s::regconfig,
+                SELECT lexeme, %(cross_language_term_weight)s::float8, false
+                FROM unnest(to_tsvector(%(cross_ts_config)s::regconfig,
                                         (SELECT q || ' ' || rag.folded_words(q) FROM query_words)))
-                WHERE %(cross_cfg)s::text IS NOT NULL
+                WHERE %(cross_ts_config)s::text IS NOT NULL
                 UNION ALL
                 -- An added group of words weighs together what the words it stands for weigh.
-                SELECT e.lexeme, %(vocab_weight)s * least(1.0, x.covers::float8
+                SELECT e.lexeme, %(vocabulary_weight)s * least(1.0, x.covers::float8
                            / count(*) OVER (PARTITION BY x.n)), false
-                FROM unnest(%(exp_texts)s::text[], %(exp_covers)s::int[], %(exp_cfgs)s::text[])
+                FROM unnest(%(added_texts)s::text[], %(added_covers)s::int[],
+                            %(added_ts_configs)s::text[])
                      WITH ORDINALITY AS x (words, covers, cfg, n)
                 CROSS JOIN LATERAL unnest(
                     to_tsvector(x.cfg::regconfig, rag.keyword_text(x.words))) AS e
@@ -132,7 +121,7 @@ picked AS (
     FROM (SELECT tq, df, sum(df) OVER (ORDER BY df, lexeme) - df AS before FROM terms) AS x
     -- The rarest lexeme always; the next ones while all of them together stay within the
     -- scan, so the LIMIT below never drops chunks at random that a rarer lexeme matched.
-    WHERE before = 0 OR before + df <= %(kw_scan)s
+    WHERE before = 0 OR before + df <= %(keyword_scan)s
 ),
 all_terms AS (SELECT rag.tsquery_or_agg(tq) AS q FROM typed_terms),
 ident_terms AS (
@@ -140,7 +129,7 @@ ident_terms AS (
     FROM (SELECT rag.lexeme_query(term) AS tq,
                  (SELECT count(*) FROM rag.chunks ic
                   WHERE ic.ident_tsv @@ rag.lexeme_query(term))::float8 AS df
-          FROM unnest(%(idents)s::text[]) AS term) AS i
+          FROM unnest(%(identifiers)s::text[]) AS term) AS i
     CROSS JOIN stats st
 ),
 ident_q AS (SELECT rag.tsquery_or_agg(tq) AS q FROM ident_terms),
@@ -154,7 +143,7 @@ kw_raw AS MATERIALIZED (
     -- When even the rarest query word is in more chunks than this, score the first ones found
     -- rather than all (a one-word query of a common word would otherwise score a third of
     -- the corpus); hybrid search still has the vector leg's candidates for such a query.
-    LIMIT %(kw_scan)s
+    LIMIT %(keyword_scan)s
 ),
 kw_scored AS (
     SELECT r.id, r.section_id, {lexical} + coalesce((
@@ -165,14 +154,16 @@ kw_scored AS (
 kw_best AS (
     SELECT DISTINCT ON (section_id) section_id, id, score
     FROM kw_scored ORDER BY section_id, score DESC, id
-),
+)"""
+
+TITLE_RULES = """
 as_typed AS (
     -- The query lowercased, without accents or punctuation: how it is compared with titles.
     SELECT {typed_query} AS typed
 ),
 named AS (
     -- The iDempiere title the whole query is another name for (vocabulary `named`), if any.
-    SELECT tsvector_to_array(to_tsvector(%(cfg)s::regconfig,
+    SELECT tsvector_to_array(to_tsvector(%(ts_config)s::regconfig,
                rag.keyword_text(rag.folded_text(%(named)s::text)))) AS lexemes
 ),
 kw_titled AS (
@@ -197,12 +188,12 @@ kw_titled AS (
                -- Activo): that title counts as typed.
                CASE WHEN tsvector_to_array(titles.v) = (SELECT lexemes FROM named)
                     THEN (SELECT sum(idf) FROM typed_terms) END))
-               FROM (VALUES (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(d.title))),
-                            (to_tsvector(%(cfg)s::regconfig, rag.keyword_text(s.title))),
+               FROM (VALUES (to_tsvector(%(ts_config)s::regconfig, rag.keyword_text(d.title))),
+                            (to_tsvector(%(ts_config)s::regconfig, rag.keyword_text(s.title))),
                             -- and as typed without accents
-                            (to_tsvector(%(cfg)s::regconfig,
+                            (to_tsvector(%(ts_config)s::regconfig,
                                          rag.keyword_text(rag.folded_text(d.title)))),
-                            (to_tsvector(%(cfg)s::regconfig,
+                            (to_tsvector(%(ts_config)s::regconfig,
                                          rag.keyword_text(rag.folded_text(s.title)))))
                     AS titles (v)
            ), 0)
@@ -225,7 +216,9 @@ kw_titled AS (
     FROM (SELECT * FROM kw_best ORDER BY score DESC, id LIMIT 2 * %(leg_sections)s) AS b
     JOIN rag.sections s ON s.id = b.section_id
     JOIN rag.documents d ON d.id = s.document_id
-),
+)"""
+
+KEYWORD_RANKS = """
 kw AS (
     SELECT section_id, id AS chunk_id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
     FROM kw_titled
@@ -243,24 +236,24 @@ _BM25 = f"""coalesce((
     ), 0)"""
 _TS_RANK = "coalesce(ts_rank(r.tsv, (SELECT q FROM all_terms)), 0)"
 
-_FUSION = {
+FUSION_SCORES = {
     # Theoretical min-max: each leg's score over its best, from a floor of 0 (cosine of these
     # embeddings and BM25 are not below it), so a leg's weakest candidate is not pushed to 0
     # the way min-max does; the convex combination Bruch et al. (2023) found most robust.
-    "tmm": """(%(wv)s * coalesce(greatest(v.score, 0) / nullif(vs.hi, 0), 0)
-        + %(wk)s * coalesce(k.score / nullif(ks.hi, 0), 0))
-        / (%(wv)s + %(wk)s)""",
-    "rrf": """(coalesce(%(wv)s / (%(rrf_k)s + v.rank), 0)
-         + coalesce(%(wk)s / (%(rrf_k)s + k.rank), 0))
-        / ((%(wv)s + %(wk)s) / (%(rrf_k)s + 1.0))""",
-    "minmax": """(%(wv)s * coalesce((v.score - vs.lo) / nullif(vs.hi - vs.lo, 0),
+    "tmm": """(%(vector_weight)s * coalesce(greatest(v.score, 0) / nullif(vs.hi, 0), 0)
+        + %(keyword_weight)s * coalesce(k.score / nullif(ks.hi, 0), 0))
+        / (%(vector_weight)s + %(keyword_weight)s)""",
+    "rrf": """(coalesce(%(vector_weight)s / (%(rrf_k)s + v.rank), 0)
+         + coalesce(%(keyword_weight)s / (%(rrf_k)s + k.rank), 0))
+        / ((%(vector_weight)s + %(keyword_weight)s) / (%(rrf_k)s + 1.0))""",
+    "minmax": """(%(vector_weight)s * coalesce((v.score - vs.lo) / nullif(vs.hi - vs.lo, 0),
                                    CASE WHEN v.score IS NULL THEN 0 ELSE 1 END)
-        + %(wk)s * coalesce((k.score - ks.lo) / nullif(ks.hi - ks.lo, 0),
+        + %(keyword_weight)s * coalesce((k.score - ks.lo) / nullif(ks.hi - ks.lo, 0),
                             CASE WHEN k.score IS NULL THEN 0 ELSE 1 END))
-        / (%(wv)s + %(wk)s)""",
+        / (%(vector_weight)s + %(keyword_weight)s)""",
 }
 
-_HYBRID_FUSED = """
+FUSION = """
 vs AS (SELECT min(score) AS lo, max(score) AS hi FROM vec WHERE rank <= %(leg_sections)s),
 ks AS (SELECT min(score) AS lo, max(score) AS hi FROM kw),
 fused AS (
@@ -273,13 +266,13 @@ fused AS (
     FULL JOIN kw AS k ON k.section_id = v.section_id
     CROSS JOIN vs CROSS JOIN ks
 )"""
-_VECTOR_FUSED = """
+VECTOR_ONLY = """
 fused AS (
     SELECT section_id, chunk_id, score::float8 AS score, rank AS v_rank, score AS v_score,
            NULL::bigint AS k_rank, NULL::float8 AS k_score
     FROM vec
 )"""
-_KEYWORD_FUSED = """
+KEYWORD_ONLY = """
 fused AS (
     SELECT section_id, chunk_id, score::float8 AS score, NULL::bigint AS v_rank,
            NULL::float8 AS v_score, rank AS k_rank, score AS k_score
@@ -289,35 +282,45 @@ fused AS (
 # One hit per section across a document's language versions (same source type and id, e.g. a
 # window in en_US and es_CO, or an untranslated es_CO copy of it): the version in the query's
 # language when it matched, else the best one, with the best version's score times the weight
-# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS) and the import weight. A page
-# (any document but a dictionary entry, whose sections are always the same few) of n sections
+# of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS) and of the first title rule of its
+# source that matches it (`source_rules.py`: a source declares them). A page of n sections
+# (not a document of a source whose sections are always the same few: `whole_document_sources`)
 # scores (1 + ln n) ^ -sections_exponent times its best section: long pages matched some
-# section of too many questions. A document's first `per_document` sections come before any
-# further section of it (0: no limit).
-_SELECT = """
+# section of too many questions. A document's first `sections_per_document` sections come
+# before any further section of it (0: no limit).
+SECTION_COLLAPSE = """
+
+top_hits AS (
 SELECT * FROM (
 SELECT *, row_number() OVER (PARTITION BY source_type, source_id ORDER BY score DESC, chunk_id)
           AS document_rank
 FROM (
     SELECT DISTINCT ON (d.source_type, d.source_id, s.ordinal)
-           d.source_type, d.source_id, d.language, d.title, d.breadcrumb,
+           d.source_type, d.source_id, d.language, d.title, d.breadcrumb, d.doc_key,
+           d.source_version, d.ingested_at,
            s.title AS section_title, s.heading_path, d.url,
            max(f.score * coalesce(
                (%(entity_weights)s::jsonb ->> (d.metadata ->> 'entity_type'))::float8, 1.0)
-               -- "Import(ed) ...", "Importar ...", "Importación ...", not "Importe" (amount)
-               * CASE WHEN d.source_type = 'ad_metadata'
-                       AND d.metadata ->> 'entity_type' IN ('window', 'process')
-                       AND d.title ~* '^import(?!es?\\M|an)'
-                      THEN %(import_weight)s::float8 ELSE 1.0 END
+               -- the first title rule of the document's source that matches it
+               * coalesce((SELECT r.weight FROM unnest(%(rule_sources)s::text[],
+                               %(rule_entity_types)s::text[], %(rule_patterns)s::text[],
+                               %(rule_weights)s::float8[]) WITH ORDINALITY
+                               AS r (source_type, entity_types, pattern, weight, n)
+                           WHERE r.source_type = d.source_type
+                             AND d.metadata ->> 'entity_type'
+                                 = ANY(string_to_array(r.entity_types, ','))
+                             AND d.title ~* r.pattern
+                           ORDER BY r.n LIMIT 1), 1.0)
                -- a page of n sections has n chances to match: its best is the best of n
-               * CASE WHEN d.source_type = 'ad_metadata' THEN 1.0
+               * CASE WHEN d.source_type = ANY(%(whole_document_sources)s::text[]) THEN 1.0
                       ELSE power(1 + ln((SELECT count(*) FROM rag.sections AS n
                                          WHERE n.document_id = d.id)),
                                  -%(sections_exponent)s::float8) END)
                OVER (PARTITION BY d.source_type, d.source_id, s.ordinal) AS score,
            c.text, CASE WHEN %(with_parent)s THEN s.text ELSE '' END AS parent_text,
            d.id AS document_id, s.id AS section_id, c.id AS chunk_id,
-           f.v_rank, f.v_score, f.k_rank, f.k_score, {vec_count} AS vec_count
+           f.v_rank AS vector_rank, f.v_score AS vector_score, f.k_rank AS keyword_rank,
+           f.k_score AS keyword_score, {vector_candidates_read} AS vector_candidates_read
     FROM fused f
     JOIN rag.chunks c ON c.id = f.chunk_id
     JOIN rag.sections s ON s.id = f.section_id
@@ -327,8 +330,25 @@ FROM (
 ) AS hits
 WHERE %(min_score)s::float8 IS NULL OR score >= %(min_score)s::float8
 ) AS ranked
-ORDER BY %(per_document)s > 0 AND document_rank > %(per_document)s, score DESC, chunk_id
+ORDER BY %(sections_per_document)s > 0 AND document_rank > %(sections_per_document)s,
+         score DESC, chunk_id
 LIMIT %(top_k)s
+)"""
+
+# Each hit with where it came from: every partition that lists its document (comma-separated,
+# sorted; partition keys hold no comma), and the run that built its chunks, which is the run
+# that embedded them (the embeddings stage keeps no per-document row; rag.documents.ingested_at
+# is when its vectors were written).
+LINEAGE = """
+SELECT h.*,
+       (SELECT string_agg(p.partition_key, ',' ORDER BY p.partition_key)
+        FROM rag.document_partitions p
+        WHERE p.source_type = h.source_type AND p.doc_key = h.doc_key) AS partition,
+       (SELECT st.run_id FROM rag.stage_documents st
+        WHERE st.asset_key = h.source_type || '_chunks' AND st.doc_key = h.doc_key) AS run_id
+FROM top_hits h
+ORDER BY %(sections_per_document)s > 0 AND h.document_rank > %(sections_per_document)s,
+         h.score DESC, h.chunk_id
 """
 
 
@@ -339,29 +359,43 @@ def search_statement(
     *,
     exact_vectors: bool = False,
 ) -> sql.SQL:
-    """The statement for one mode; its parameters are listed in `engine.Searcher._params`.
+    """The statement for one mode: its legs, fusion, section collapse and lineage.
 
-    `exact_vectors` orders by an expression the HNSW index cannot serve, so the vector leg
-    compares every (filtered) vector: exact, and cheap for a small index.
+    Its parameters are built by `engine.Searcher._params`. `exact_vectors` orders by an
+    expression the HNSW index cannot serve, so the vector leg compares every (filtered)
+    vector: exact, and cheap for a small index.
     """
-    order = "(c.embedding <=> %(qv)s) + 0" if exact_vectors else "c.embedding <=> %(qv)s"
-    vector = _VECTOR.format(filters=_FILTERS, vector_order=order)
-    keyword = _KEYWORD.format(
+    distance = "c.embedding <=> %(query_vector)s"
+    vector = VECTOR_LEG.format(
+        filters=_FILTERS, vector_order=f"({distance}) + 0" if exact_vectors else distance
+    )
+    keyword = [
+        keyword_leg(scorer),
+        TITLE_RULES.format(
+            typed_query=_TYPED_FORM.format("%(query_text)s::text"),
+            typed_document_title=_TYPED_FORM.format("d.title"),
+            typed_section_title=_TYPED_FORM.format("s.title"),
+        ),
+        KEYWORD_RANKS,
+    ]
+    if mode == "vector":
+        ctes = [vector, VECTOR_ONLY]
+    elif mode == "keyword":
+        ctes = [*keyword, KEYWORD_ONLY]
+    else:
+        ctes = [vector, *keyword, FUSION.format(fusion=FUSION_SCORES[fusion])]
+    read = "0::bigint" if mode == "keyword" else "(SELECT count(*) FROM vec_raw)"
+    ctes.append(SECTION_COLLAPSE.format(vector_candidates_read=read))
+    text = "WITH" + ",".join(ctes) + LINEAGE
+    # Constant text chosen by `mode`, `fusion` and `scorer`; values are bind parameters only.
+    return sql.SQL(cast(LiteralString, text))
+
+
+def keyword_leg(scorer: KeywordScorer = "bm25") -> str:
+    """The keyword leg's CTEs up to `kw_best`: each matching section's best chunk and score."""
+    return KEYWORD_LEG.format(
         filters=_FILTERS,
         term_idf=_IDF.format(n="st.n", df="coalesce(s.df, 0)"),
         ident_idf=_IDF.format(n="st.n", df="i.df"),
         lexical=_BM25 if scorer == "bm25" else _TS_RANK,
-        typed_query=_TYPED_FORM.format("%(qtext)s::text"),
-        typed_document_title=_TYPED_FORM.format("d.title"),
-        typed_section_title=_TYPED_FORM.format("s.title"),
     )
-    if mode == "vector":
-        ctes = [vector, _VECTOR_FUSED]
-    elif mode == "keyword":
-        ctes = [keyword, _KEYWORD_FUSED]
-    else:
-        ctes = [vector, keyword, _HYBRID_FUSED.format(fusion=_FUSION[fusion])]
-    vec_count = "0::bigint" if mode == "keyword" else "(SELECT count(*) FROM vec_raw)"
-    text = "WITH" + ",".join(ctes) + _SELECT.format(vec_count=vec_count)
-    # Constant text chosen by `mode`, `fusion` and `scorer`; values are bind parameters only.
-    return sql.SQL(cast(LiteralString, text))

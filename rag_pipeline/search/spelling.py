@@ -2,13 +2,15 @@
 
 "comission rules", "requisision de materiales", "conciliasion bancaria": the keyword leg found
 nothing for the misspelled word, and the model embedded a word it hardly knew. A query word of
-at least `MIN_LETTERS` letters is a candidate when neither the index (in any of its languages'
-forms) nor the search vocabulary's user words ("bodega", "pedido") hold it. Its possible
-corrections are the words one edit away (a letter dropped, added, replaced, or two neighbours
-swapped) that the index holds in at least `MIN_CHUNKS` chunks (`rag.one_edit_variants`, m006)
-or that are user words of the vocabulary. Being absent from both does not make a word
-misspelled ("night", "morosos" are words our corpus lacks), so how common a word is in its
-language (wordfreq's Zipf scale, in the query's language or English, whichever is higher)
+at least `MIN_LETTERS` letters (and at most RAG_SEARCH_MAX_CORRECTION_LETTERS: a word of n
+letters has about 55n one-edit variants, 104,000 for 2,000 letters) is a candidate when neither
+the index (in any of its languages' forms) nor the search vocabulary's user words ("bodega",
+"pedido") hold it. Its possible corrections are the words one edit away (a letter dropped,
+added, replaced, or two neighbours swapped) that the index holds in at least `MIN_CHUNKS`
+chunks (`rag.one_edit_variants`, m006) or that are user words of the vocabulary. Being absent
+from both does not make a word misspelled ("night", "morosos" are words our corpus lacks), so
+how common a word is in its language (wordfreq's Zipf scale, in the query's language or
+English, whichever is higher)
 decides:
 - a word rarer than `RARE_WORD_ZIPF` is corrected to its most common possible correction, if
   that is at least `MORE_COMMON_BY` more common ("comission" 2.1 -> "commission" 4.9);
@@ -34,6 +36,11 @@ from rag_pipeline.core.languages import TS_CONFIGS, language_prefix
 
 # Shorter words have too many neighbours one edit away to guess which was meant.
 MIN_LETTERS = 5
+# Longer words are searched as typed (the default of RAG_SEARCH_MAX_CORRECTION_LETTERS).
+MAX_LETTERS = 24
+# Unknown words corrected at most, the first ones of the query (of the 1,394 labelled questions
+# none has more than six).
+MAX_UNKNOWN = 8
 # A word rarer than this in its language (Zipf scale) may be misspelled; a correction must be
 # this much more common (1: ten times) unless the typed word is no word of the language at all.
 RARE_WORD_ZIPF = 3.0
@@ -48,18 +55,21 @@ _EDGES = "¿?¡!.,;:\"'()[]{}«»“”‘’…"
 
 _STATEMENT = """
 WITH words AS (
-    SELECT DISTINCT w FROM unnest(%(words)s::text[]) AS w
+    SELECT w, min(n) AS n FROM unnest(%(words)s::text[]) WITH ORDINALITY AS x (w, n) GROUP BY w
 ),
-unknown AS (
+unknown AS MATERIALIZED (
     -- Words the index holds in none of the languages it may hold: a Spanish word in a query
     -- read as English ("conciliación bancaria") is no English typing error. Stop words (no
-    -- lexeme in the query's language) are not asked about.
+    -- lexeme in the query's language) are not asked about. The first `max_unknown` only: a
+    -- query of many unknown words is no typing error, and each costs ~55 variants a letter.
     SELECT w FROM words
     WHERE to_tsvector(%(cfg)s::regconfig, w) <> ''::tsvector
       AND NOT EXISTS (
           SELECT 1 FROM unnest(%(configs)s::regconfig[]) AS c (config)
           CROSS JOIN LATERAL unnest(to_tsvector(c.config, w)) AS l
           JOIN rag.term_stats s ON s.lexeme = l.lexeme)
+    ORDER BY n
+    LIMIT %(max_unknown)s
 )
 SELECT u.w, v.variant, l.lexeme = v.variant, max(s.df)
 FROM unknown u
@@ -94,16 +104,21 @@ class Unknown:
     candidates: list[Candidate]
 
 
-def candidate_words(text: str) -> list[str]:
+def candidate_words(text: str, max_letters: int = MAX_LETTERS) -> list[str]:
     """The words of `text` that typo correction may look at, lowercased.
 
-    Plain words of letters only, at least MIN_LETTERS long; not identifiers (an underscore, a
-    digit, or a capital after the first letter: `M_Locator`, `DocStatus`, `C_Order_ID`).
+    Plain words of letters only, MIN_LETTERS to `max_letters` long; not identifiers (an
+    underscore, a digit, or a capital after the first letter: `M_Locator`, `DocStatus`,
+    `C_Order_ID`).
     """
     words: list[str] = []
     for match in _TOKEN.finditer(text):
         token = match.group().strip(_EDGES)
-        if len(token) >= MIN_LETTERS and token.isalpha() and not _has_inner_capital(token):
+        if (
+            MIN_LETTERS <= len(token) <= max_letters
+            and token.isalpha()
+            and not _has_inner_capital(token)
+        ):
             words.append(token.lower())
     return words
 
@@ -112,14 +127,22 @@ def _has_inner_capital(token: str) -> bool:
     return any(letter.isupper() for letter in token[1:]) and not token.isupper()
 
 
-def find_unknown(conn: psycopg.Connection, text: str, ts_config: str) -> Unknown:
+def find_unknown(
+    conn: psycopg.Connection, text: str, ts_config: str, max_letters: int = MAX_LETTERS
+) -> Unknown:
     """The words of `text` the index does not hold, with the indexed words one edit away."""
-    words = candidate_words(text)
+    words = candidate_words(text, max_letters)
     if not words:
         return Unknown([], [])
     rows = conn.execute(
         _STATEMENT,
-        {"words": words, "cfg": ts_config, "configs": ALL_CONFIGS, "min_chunks": MIN_CHUNKS},
+        {
+            "words": words,
+            "cfg": ts_config,
+            "configs": ALL_CONFIGS,
+            "min_chunks": MIN_CHUNKS,
+            "max_unknown": MAX_UNKNOWN,
+        },
     ).fetchall()
     return Unknown(
         [str(w) for w, variant, _, _ in rows if variant is None],
