@@ -192,20 +192,21 @@ class Embedder:
         """Model tokens of many texts at once (the tokenizer runs them in parallel)."""
         return [len(encoding.ids) for encoding in self._tokenizer.encode_batch(list(texts))]
 
-    def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
+    def embed_passages(
+        self, texts: Sequence[str], *, lengths: Sequence[int] | None = None
+    ) -> NDArray[np.float32]:
         """One normalised vector per passage, in input order.
 
         Texts are embedded sorted by length so each batch pads to similar lengths, which cuts
-        the wasted attention over padding by several times on mixed-length chunks.
+        the wasted attention over padding by several times on mixed-length chunks. `lengths`
+        (each text's `count_tokens`, when the caller knows them) saves counting them again;
+        they only order and group the texts, so the vectors do not depend on them.
         """
         result = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return result
-        # Counted in slices: an Encoding keeps every token's string and offsets, so counting
-        # tens of thousands of texts at once would hold hundreds of MB just to read lengths.
-        lengths: list[int] = []
-        for start in range(0, len(texts), _COUNT_SLICE):
-            lengths += self.count_tokens_batch(texts[start : start + _COUNT_SLICE])
+        if lengths is None or len(lengths) != len(texts):
+            lengths = self._lengths(texts)
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
         for batch in token_bounded_batches(
             [lengths[i] for i in order], self.batch_size, self.batch_tokens
@@ -215,6 +216,14 @@ class Embedder:
             for index, vector in zip(indexes, vectors, strict=True):
                 result[index] = vector
         return result
+
+    def _lengths(self, texts: Sequence[str]) -> list[int]:
+        # Counted in slices: an Encoding keeps every token's string and offsets, so counting
+        # tens of thousands of texts at once would hold hundreds of MB just to read lengths.
+        lengths: list[int] = []
+        for start in range(0, len(texts), _COUNT_SLICE):
+            lengths += self.count_tokens_batch(texts[start : start + _COUNT_SLICE])
+        return lengths
 
     def embed_query(self, query: str) -> NDArray[np.float32]:
         """The vector of a search query (models with query prefixes get theirs)."""

@@ -2,32 +2,41 @@
 
 It follows Dagster's DbIOManager algorithm (slice by partition, replace, bulk load with binary
 COPY after `register_vector`), made incremental: unchanged documents are not re-sent and stay
-untouched, changed ones are streamed from the chunks stage in batches with their vectors from
-the embedding cache, documents no partition lists any more are deleted. A failed run leaves the
-previous version fully searchable; re-materializing never duplicates a row.
+untouched, changed ones are written as the embeddings step hands them over (a stream of index
+rows with their vectors, built as the step reads and embeds), documents no partition lists
+any more are deleted. A failed run leaves the previous version fully searchable;
+re-materializing never duplicates a row. This is the only writer of the index tables.
 """
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import dagster as dg
 
 from rag_pipeline.core.models import FailedDocument
-from rag_pipeline.core.records import ChunkedRecord
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, source_of
 from rag_pipeline.orchestration import lineage
-from rag_pipeline.orchestration.indexing import indexed_documents
+from rag_pipeline.orchestration.indexing import cached_documents, stage_records
 from rag_pipeline.resources.vectordb import VectorDBResource
-from rag_pipeline.store import index, runs, stages
+from rag_pipeline.store import index, runs
+from rag_pipeline.store.index import IndexedDocument
 from rag_pipeline.store.locks import lock_key
 
-# Documents built and copied together inside the transaction: bounds memory.
-_WRITE_BATCH = 64
+# Documents copied together inside the transaction: bounds memory.
+_WRITE_BATCH = 128
 
 
 @dataclass
 class IndexOutput:
-    """One partition's index: the documents to (re)write, and what the run did."""
+    """One partition's index: the documents to (re)write, and what the run did.
+
+    `documents` is the embeddings step's stream of index rows, consumed once by the IO
+    manager; `ready`, `failed`, `stats` and `metadata` are complete once it is exhausted.
+    Without a stream, the `ready` documents are built from the chunks stage and the vectors
+    the cache holds for them (nothing is embedded then).
+    """
 
     source_type: str
     partition_key: str
@@ -37,6 +46,8 @@ class IndexOutput:
     failed: list[FailedDocument] = field(default_factory=lambda: [])
     stats: dict[str, Any] = field(default_factory=lambda: {})
     computed: set[str] = field(default_factory=lambda: set())  # texts embedded by this run
+    documents: Iterable[IndexedDocument] | None = None
+    metadata: dict[str, Any] = field(default_factory=lambda: {})
 
 
 class PgVectorIOManager(dg.ConfigurableIOManager):
@@ -47,22 +58,22 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj: IndexOutput) -> None:
         """Update the partition's slice of the index, record the run and its failures."""
         partition_key = output_partition(context, obj.partition_key)
-        keys = sorted(obj.ready)
         with self.vectordb.connect() as conn, conn.transaction():
             # Two partitions may list one document: their writes to it take turns.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("index", obj.source_type),))
             deleted = index.delete_orphans(conn, obj.source_type)
-            for start in range(0, len(keys), _WRITE_BATCH):
-                batch = keys[start : start + _WRITE_BATCH]
-                records = (
-                    (key, obj.ready[key], record)
-                    for key, record in stages.load_records(
-                        conn, obj.chunks_asset, ChunkedRecord, batch
-                    )
+            documents = (
+                obj.documents
+                if obj.documents is not None
+                else cached_documents(
+                    conn, stage_records(conn, obj.chunks_asset, obj.ready), obj.model_id
                 )
-                index.write_documents(conn, list(indexed_documents(conn, records, obj.model_id)))
+            )
+            for batch in _batches(documents, _WRITE_BATCH):
+                index.write_documents(conn, batch)
             stats = {**obj.stats, "documents_deleted": deleted}
-            documents = lineage.record_index_write(
+            # After the writes: the stream has embedded what it had to (obj.computed is full).
+            changes = lineage.record_index_write(
                 conn, context.run_id, obj, self.vectordb.settings()
             )
             runs.record_errors(
@@ -82,11 +93,12 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
             counts = index.partition_counts(conn, obj.source_type, partition_key)
         context.add_output_metadata(
             {
+                **obj.metadata,
                 PARTITION_ROW_COUNT: counts["chunks"],
                 "documents_deleted": deleted,
                 "documents_in_partition": counts["documents"],
                 "sections_in_partition": counts["sections"],
-                **documents,
+                **changes,
             }
         )
 
@@ -95,3 +107,9 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
         with self.vectordb.connect() as conn:
             source_type = source_of(context)
             return index.partition_counts(conn, source_type, context.asset_partition_key)
+
+
+def _batches(documents: Iterable[IndexedDocument], size: int) -> Iterator[list[IndexedDocument]]:
+    iterator = iter(documents)
+    while batch := list(islice(iterator, size)):
+        yield batch

@@ -1,10 +1,9 @@
 """IO manager for the intermediate stages (raw, markdown, sanitized, chunks): jsonb per document.
 
-A stage writes its documents' rows batch by batch as it computes them (bounded memory: see
-`core/incremental.py`); the IO manager then completes the partition in one transaction:
-the raw stage's listing becomes the partition's membership, rows of documents no partition
-lists any more are deleted, failures are recorded. Loading is lazy: downstream gets every
-document's content hash and fetches only the bodies it has to recompute.
+A stage writes its own rows, batch by batch as it computes them, and completes its partition
+itself (`orchestration/steps.py`): the stage is the one writer of its rows. The IO manager
+only checks what a step hands over and loads lazily: downstream gets every document's content
+hash and fetches only the bodies it has to recompute.
 """
 
 from collections.abc import Iterator, Sequence
@@ -12,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+import psycopg
 
 from rag_pipeline.core.incremental import StageSummary
 from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, RawRecord, SanitizedRecord
 from rag_pipeline.resources.vectordb import VectorDBResource
-from rag_pipeline.store import runs, stages
+from rag_pipeline.store import stages
 
 # Dagster's standard key (TableMetadataSet's, which 1.13 does not export at top level).
 PARTITION_ROW_COUNT = "dagster/partition_row_count"
@@ -34,15 +34,11 @@ STAGE_RECORDS: dict[str, type[Any]] = {
 
 @dataclass
 class StageOutput:
-    """What a stage step hands its IO manager: a summary, never the documents themselves.
-
-    `members` is set by the raw stage only: every document the partition lists now.
-    """
+    """What a stage step hands its IO manager: a summary, never the documents themselves."""
 
     source_type: str
     partition_key: str
     summary: StageSummary
-    members: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,17 +56,27 @@ class StageView:
         """The record class this stage stores."""
         return STAGE_RECORDS[self.stage]
 
-    def content_hashes(self) -> dict[str, str]:
-        """doc key → content hash of every document of the partition the stage holds."""
-        with self.vectordb.connect() as conn:
+    def content_hashes(self, conn: psycopg.Connection | None = None) -> dict[str, str]:
+        """doc key → content hash of every document of the partition the stage holds.
+
+        On `conn` when given (the reading step's own connection), else on a new one.
+        """
+        if conn is not None:
             return stages.partition_hashes(
                 conn, self.asset_key, self.source_type, self.partition_key
             )[1]
+        with self.vectordb.connect() as own:
+            return self.content_hashes(own)
 
-    def load(self, keys: Sequence[str]) -> Iterator[tuple[str, Any]]:
-        """`(key, record)` of the given documents."""
-        with self.vectordb.connect() as conn:
+    def load(
+        self, keys: Sequence[str], conn: psycopg.Connection | None = None
+    ) -> Iterator[tuple[str, Any]]:
+        """`(key, record)` of the given documents, on `conn` when given, else on a new one."""
+        if conn is not None:
             yield from stages.load_records(conn, self.asset_key, self.record_type, keys)
+            return
+        with self.vectordb.connect() as own:
+            yield from self.load(keys, own)
 
 
 def single_partition(context: dg.InputContext | dg.OutputContext) -> str:
@@ -117,33 +123,13 @@ def stage_of(context: dg.InputContext | dg.OutputContext) -> str:
 
 
 class StageIOManager(dg.ConfigurableIOManager):
-    """Completes a stage's partition in `rag.stage_documents`; hands downstream a `StageView`."""
+    """Hands downstream a `StageView`; the stage step has written its rows itself."""
 
     vectordb: dg.ResourceDependency[VectorDBResource]
 
     def handle_output(self, context: dg.OutputContext, obj: StageOutput) -> None:
-        """Apply the listing, drop orphaned rows and record the failures, in one transaction."""
-        partition_key = output_partition(context, obj.partition_key)
-        asset_key = context.asset_key.to_user_string()
-        orphaned = 0
-        with self.vectordb.connect() as conn, conn.transaction():
-            if obj.members is not None:
-                orphaned = stages.set_partition_members(
-                    conn, obj.source_type, partition_key, obj.members
-                )
-            stages.delete_orphans(conn, asset_key, obj.source_type)
-            runs.record_errors(
-                conn,
-                run_id=context.run_id,
-                source_type=obj.source_type,
-                partition_key=partition_key,
-                failures=obj.summary.failed,
-            )
-            rows = len(stages.partition_hashes(conn, asset_key, obj.source_type, partition_key)[0])
-        metadata: dict[str, Any] = {PARTITION_ROW_COUNT: rows}
-        if obj.members is not None:
-            metadata["documents_deleted"] = orphaned
-        context.add_output_metadata(metadata)
+        """Check that the step's output is its partition's: its rows are stored already."""
+        output_partition(context, obj.partition_key)
 
     def load_input(self, context: dg.InputContext) -> StageView:
         """A lazy view of the upstream stage's partition."""

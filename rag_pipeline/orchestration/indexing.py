@@ -1,15 +1,19 @@
 """The embeddings stage: chunk records → index rows, embedding only text never seen before.
 
-Two passes over the changed documents, each streaming them in batches from the chunks stage:
-`embed_missing` embeds the chunk texts the cache lacks (the asset calls it; vectors reach the
-cache as they are made, so a killed run loses little work), then `indexed_documents` builds the
-index rows from the cache (the pgvector IO manager calls it inside its one transaction).
+One pass over the changed documents: they are read from the chunks stage once, in batches;
+the chunk texts the cache lacks are embedded a window at a time (sorted by length inside the
+window, so batches pad little) on a background thread while the next window is read and the
+previous one is written, and each vector goes to the cache as it is made (a killed run loses
+little work). The index rows are built from the records and vectors in hand: nothing is read
+back. The pgvector IO manager consumes the rows inside its one transaction.
 No Dagster here.
 """
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 import psycopg
@@ -20,13 +24,21 @@ from rag_pipeline.core.ids import stable_id
 from rag_pipeline.core.languages import ts_config_for
 from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.core.records import ChunkedRecord
+from rag_pipeline.store import stages
 from rag_pipeline.store.cache import cached_vectors, store_vectors
 from rag_pipeline.store.index import ChunkRow, IndexedDocument, SectionRow
 
-# Texts embedded (and stored in the cache) together.
-EMBED_BATCH = 512
+# New chunk texts embedded together (sorted by length among themselves) and stored in the
+# cache together. Larger windows pad less; smaller ones overlap reading and writing with the
+# model sooner. 512 texts hold ~1 MB of text and ~0.8 MB of vectors.
+EMBED_WINDOW = 512
+# Documents read from the chunks stage (and looked up in the cache) per round trip.
+READ_BATCH = 128
 HEADING_SEPARATOR = " › "
 EMBEDDINGS_VERSION = "2"
+
+Vectors = dict[str, NDArray[np.float32]]
+Work = tuple[str, str, ChunkedRecord]  # key, input hash, record
 
 
 @dataclass
@@ -65,77 +77,146 @@ def budget_problem(record: ChunkedRecord, max_tokens: int) -> str | None:
     return None
 
 
-def embed_missing(
+def stage_records(
+    conn: psycopg.Connection, chunks_asset: str, todo: dict[str, str]
+) -> Iterator[Work]:
+    """`(key, input hash, record)` of the documents in `todo`, read from the chunks stage."""
+    for key, record in stages.load_records(conn, chunks_asset, ChunkedRecord, sorted(todo)):
+        yield key, todo[key], record
+
+
+@dataclass
+class _Window:
+    """Documents whose new chunk texts are embedded together."""
+
+    documents: list[Work] = field(default_factory=lambda: [])
+    texts: dict[str, str] = field(default_factory=lambda: {})  # sha -> text to embed
+    lengths: list[int] = field(default_factory=lambda: [])  # model tokens of each text
+    vectors: Vectors = field(default_factory=lambda: {})  # found in the cache
+
+
+def embedded_documents(
     conn: psycopg.Connection,
-    records: Iterable[tuple[str, str, ChunkedRecord]],
+    records: Iterable[Work],
     embedder: Embedder,
+    result: EmbedResult,
     *,
     progress: Callable[[int], None] | None = None,
-) -> EmbedResult:
-    """Embed the chunk texts of `(key, input hash, record)` that the cache lacks.
+) -> Iterator[IndexedDocument]:
+    """Index rows of `(key, input hash, record)`, embedding the texts the cache lacks.
 
-    `conn` must be in autocommit mode: each batch of vectors is committed as it is made.
+    `conn` must be in autocommit mode: each window's vectors are committed to the cache as
+    they are made. `result` is complete once the iterator is exhausted.
     """
-    result = EmbedResult()
-    pending: dict[str, str] = {}  # sha -> text, not yet in the cache
+    with ThreadPoolExecutor(1, thread_name_prefix="embed") as model:
+        running: tuple[_Window, Future[tuple[NDArray[np.float32], float]]] | None = None
+        for window in _windows(conn, records, embedder, result):
+            texts = list(window.texts.values())
+            # The model works on this window while the previous one is stored and written.
+            future = model.submit(_embed, embedder, texts, window.lengths)
+            if running is not None:
+                yield from _finish(conn, *running, embedder, result, progress)
+            running = (window, future)
+        if running is not None:
+            yield from _finish(conn, *running, embedder, result, progress)
+
+
+def _embed(
+    embedder: Embedder, texts: list[str], lengths: list[int]
+) -> tuple[NDArray[np.float32], float]:
+    started = time.perf_counter()
+    vectors = embedder.embed_passages(texts, lengths=lengths)
+    return vectors, time.perf_counter() - started
+
+
+def _windows(
+    conn: psycopg.Connection, records: Iterable[Work], embedder: Embedder, result: EmbedResult
+) -> Iterator[_Window]:
     seen: set[str] = set()
-
-    def flush() -> None:
-        started = time.perf_counter()
-        shas = list(pending)
-        vectors = embedder.embed_passages([pending[sha] for sha in shas])
-        store_vectors(conn, embedder.model_id, list(zip(shas, vectors, strict=True)))
-        result.embed_seconds += time.perf_counter() - started
-        result.chunks_embedded += len(shas)
-        result.computed.update(shas)
-        pending.clear()
-        if progress is not None:
-            progress(result.chunks_embedded)
-
-    for key, input_hash, record in records:
-        problem = budget_problem(record, embedder.max_tokens)
-        if problem:
-            result.failed.append(FailedDocument(key, "embeddings", problem))
-            continue
-        result.ready[key] = input_hash
-        texts = {text_sha256(c.embedded_text): c.embedded_text for c in record.chunks}
-        new = [sha for sha in texts if sha not in seen]
+    window = _Window()
+    iterator = iter(records)
+    while batch := list(islice(iterator, READ_BATCH)):
+        wanted: dict[str, tuple[str, int]] = {}  # sha -> (text, tokens) of the batch
+        for key, input_hash, record in batch:
+            problem = budget_problem(record, embedder.max_tokens)
+            if problem:
+                result.failed.append(FailedDocument(key, "embeddings", problem))
+                continue
+            result.ready[key] = input_hash
+            window.documents.append((key, input_hash, record))
+            for chunk in record.chunks:
+                sha = text_sha256(chunk.embedded_text)
+                wanted.setdefault(sha, (chunk.embedded_text, chunk.token_count))
+        new = [sha for sha in wanted if sha not in seen]
         seen.update(new)
         cached = cached_vectors(conn, embedder.model_id, new)
         result.chunks_reused += len(cached)
-        pending.update({sha: texts[sha] for sha in new if sha not in cached})
-        if len(pending) >= EMBED_BATCH:
-            flush()
-    if pending:
-        flush()
-    return result
+        window.vectors.update(cached)
+        for sha in new:
+            if sha not in cached:
+                text, tokens = wanted[sha]
+                window.texts[sha] = text
+                window.lengths.append(tokens)
+        if len(window.texts) >= EMBED_WINDOW:
+            yield window
+            window = _Window()
+    if window.documents:
+        yield window
 
 
-def indexed_documents(
+def _finish(
     conn: psycopg.Connection,
-    records: Iterable[tuple[str, str, ChunkedRecord]],
-    model_id: str,
+    window: _Window,
+    future: Future[tuple[NDArray[np.float32], float]],
+    embedder: Embedder,
+    result: EmbedResult,
+    progress: Callable[[int], None] | None,
 ) -> Iterator[IndexedDocument]:
-    """Index rows of `(key, input hash, record)`, their vectors read from the cache."""
-    for key, input_hash, record in records:
-        shas = [text_sha256(c.embedded_text) for c in record.chunks]
+    made, seconds = future.result()
+    result.embed_seconds += seconds
+    embedded = list(zip(window.texts, made, strict=True))
+    store_vectors(conn, embedder.model_id, embedded)
+    vectors = {**window.vectors, **dict(embedded)}
+    if embedded:
+        result.chunks_embedded += len(embedded)
+        result.computed.update(window.texts)  # lineage: vectors this run computed
+        if progress is not None:
+            progress(result.chunks_embedded)
+    # Texts an earlier window embedded (or found) are in the cache by now.
+    earlier = {
+        text_sha256(c.embedded_text) for _, _, record in window.documents for c in record.chunks
+    } - vectors.keys()
+    vectors.update(cached_vectors(conn, embedder.model_id, sorted(earlier)))
+    for key, input_hash, record in window.documents:
+        yield indexed_document(key, record, input_hash, embedder.model_id, vectors)
+
+
+def cached_documents(
+    conn: psycopg.Connection, records: Iterable[Work], model_id: str
+) -> Iterator[IndexedDocument]:
+    """Index rows of documents whose vectors are all in the cache already (nothing embedded)."""
+    iterator = iter(records)
+    while batch := list(islice(iterator, READ_BATCH)):
+        shas = [text_sha256(c.embedded_text) for _, _, record in batch for c in record.chunks]
         vectors = cached_vectors(conn, model_id, shas)
-        missing = [sha for sha in shas if sha not in vectors]
-        if missing:
-            raise RuntimeError(
-                f"{key}: {len(missing)} chunk vectors are missing from the embedding cache "
-                "(was it cleared during the run?); run the job again"
-            )
-        yield _indexed_document(key, record, input_hash, model_id, vectors)
+        missing = {sha for sha in shas if sha not in vectors}
+        for key, input_hash, record in batch:
+            if any(text_sha256(c.embedded_text) in missing for c in record.chunks):
+                raise RuntimeError(
+                    f"{key}: chunk vectors are missing from the embedding cache "
+                    "(was it cleared during the run?); run the job again"
+                )
+            yield indexed_document(key, record, input_hash, model_id, vectors)
 
 
-def _indexed_document(
+def indexed_document(
     key: str,
     record: ChunkedRecord,
     input_hash: str,
     model_id: str,
-    vectors: dict[str, NDArray[np.float32]],
+    vectors: Vectors,
 ) -> IndexedDocument:
+    """The index rows of one document, its chunks' vectors taken from `vectors`."""
     info = record.info
     doc_id = document_id(info.source_type, key)
     sections: dict[int, SectionRow] = {}

@@ -16,12 +16,11 @@ from datetime import timedelta
 from typing import Any
 
 import dagster as dg
-import psycopg
 
 from rag_pipeline.core import document_stages
 from rag_pipeline.core.chunking import ChunkingSettings
 from rag_pipeline.core.content_checks import editorjs_structure_leaks, forbidden_characters
-from rag_pipeline.core.incremental import Plan, StageSummary, plan, run_stage
+from rag_pipeline.core.incremental import StageSummary, plan, run_stage
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.records import (
     ChunkedRecord,
@@ -42,18 +41,19 @@ from rag_pipeline.io_managers.stage import StageOutput, StageView, stage_definit
 from rag_pipeline.orchestration.automation import DOWNSTREAM_AUTOMATION
 from rag_pipeline.orchestration.checks import failed_documents_check, freshness_hours, partition_of
 from rag_pipeline.orchestration.executors import run_tags
-from rag_pipeline.orchestration.indexing import (
-    EMBEDDINGS_VERSION,
-    embed_missing,
-    embeddings_fingerprint,
-)
+from rag_pipeline.orchestration.indexing import EMBEDDINGS_VERSION
 from rag_pipeline.orchestration.source_registry import EMBEDDINGS, RAW, STAGES, SourceSpec
+from rag_pipeline.orchestration.steps import (
+    committing,
+    complete_partition,
+    document_stage,
+    embeddings_output,
+)
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import load_settings
 from rag_pipeline.store import index, stages
 from rag_pipeline.store.locks import advisory_lock
-from rag_pipeline.store.migrations import ensure_model
 
 KINDS = {"python", "postgres"}
 RAW_VERSION = "1"
@@ -300,21 +300,30 @@ def _raw_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> dg.
                     previous_inputs=previous,
                     load=fetch,
                     transform=_to_raw(source_type),
-                    store=_committing(conn, asset_key, context.run.run_id),
+                    store=committing(conn, asset_key, context.run.run_id),
+                )
+                for failure in listing_failed:
+                    summary.fail(failure.source_id, failure.reason, previous)
+                failed_keys = {f.source_id for f in summary.failed}
+                vanished = set(work.todo) - set(summary.written) - failed_keys
+                # A document that fails keeps its place (and its previous version); one that
+                # vanished between listing and fetch is gone.
+                members = [key for key in refs if key not in vanished]
+                members += [f.source_id for f in listing_failed if f.source_id in previous]
+                completed = complete_partition(
+                    conn,
+                    asset_key=asset_key,
+                    source_type=source_type,
+                    partition_key=partition_key,
+                    run_id=context.run.run_id,
+                    failures=summary.failed,
+                    members=members,
                 )
         finally:
             source.close()
-        for failure in listing_failed:
-            summary.fail(failure.source_id, failure.reason, previous)
-        failed_keys = {f.source_id for f in summary.failed}
-        vanished = set(work.todo) - set(summary.written) - failed_keys
-        # A document that fails keeps its place (and its previous version); one that vanished
-        # between listing and fetch is gone.
-        members = [key for key in refs if key not in vanished]
-        members += [f.source_id for f in listing_failed if f.source_id in previous]
         return dg.MaterializeResult(
-            value=StageOutput(source_type, partition_key, summary, members=members),
-            metadata=stage_metadata(summary, started, documents_listed=len(refs)),
+            value=StageOutput(source_type, partition_key, summary),
+            metadata=stage_metadata(summary, started, documents_listed=len(refs), **completed),
         )
 
     return raw_asset
@@ -324,66 +333,12 @@ def _raw_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> dg.
 # markdown → sanitized → chunks → embeddings
 
 
-def _committing(
-    conn: psycopg.Connection, asset_key: str, run_id: str
-) -> Callable[[list[tuple[str, str, Any]]], None]:
-    """Store a batch of stage rows and commit it: a killed run keeps the work it finished."""
-
-    def store(rows: list[tuple[str, str, Any]]) -> None:
-        stages.upsert_records(conn, asset_key, rows, run_id)
-        conn.commit()
-
-    return store
-
-
 class _Chain:
     def __init__(
         self, assets: list[dg.AssetsDefinition], checks: list[dg.AssetChecksDefinition]
     ) -> None:
         self.assets = assets
         self.checks = checks
-
-
-def _document_stage(
-    context: dg.AssetExecutionContext,
-    upstream: StageView,
-    vectordb: VectorDBResource,
-    *,
-    stage: str,
-    fingerprint: str,
-    force: bool,
-    transform: Callable[[Any], Any],
-    reject: Callable[[Any], str | None] | None = None,
-    preview: Callable[[Any], str] | None = None,
-    workers: int = 1,
-) -> StageSummary:
-    """Plan against this stage's stored inputs, then transform what changed, batch by batch."""
-    asset_key = context.asset_key.to_user_string()
-    partition_key = context.partition_key
-    with (
-        vectordb.connect() as conn,
-        advisory_lock(conn, upstream.source_type, partition_key, stage),
-    ):
-        previous, _ = stages.partition_hashes(conn, asset_key, upstream.source_type, partition_key)
-        upstream_hashes = upstream.content_hashes()
-        # Another partition may already have computed a document both list.
-        previous.update(
-            stages.input_hashes(conn, asset_key, [k for k in upstream_hashes if k not in previous])
-        )
-        work: Plan = plan(upstream_hashes, previous, fingerprint, force=force)
-        context.log.info(f"{stage}: {len(work.todo)} to compute, {len(work.kept)} unchanged")
-
-        return run_stage(
-            stage=stage,
-            work=work,
-            previous_inputs=previous,
-            load=upstream.load,
-            transform=transform,
-            store=_committing(conn, asset_key, context.run.run_id),
-            reject=reject,
-            preview=preview,
-            workers=workers,
-        )
 
 
 def _editorjs_leak(record: MarkdownRecord) -> str | None:
@@ -469,7 +424,7 @@ def _chain(
         embedder: EmbedderResource,
     ):  # no annotation: see the note above
         started = time.perf_counter()
-        summary = _document_stage(
+        done = document_stage(
             context,
             upstream,
             vectordb,
@@ -485,9 +440,9 @@ def _chain(
             workers=config.workers or vectordb.settings().effective_workers,
         )
         return dg.MaterializeResult(
-            value=StageOutput(source, context.partition_key, summary),
-            metadata=stage_metadata(summary, started),
-            check_results=[_rule_check(NO_EDITORJS_SYNTAX, summary, "markdown")],
+            value=StageOutput(source, context.partition_key, done.summary),
+            metadata=stage_metadata(done.summary, started, **done.metadata),
+            check_results=[_rule_check(NO_EDITORJS_SYNTAX, done.summary, "markdown")],
         )
 
     @stage_asset(
@@ -513,7 +468,7 @@ def _chain(
                 totals[rule] = totals.get(rule, 0) + count
             return result
 
-        summary = _document_stage(
+        done = document_stage(
             context,
             upstream,
             vectordb,
@@ -524,13 +479,14 @@ def _chain(
             reject=_forbidden,
         )
         return dg.MaterializeResult(
-            value=StageOutput(source, context.partition_key, summary),
+            value=StageOutput(source, context.partition_key, done.summary),
             metadata=stage_metadata(
-                summary,
+                done.summary,
                 started,
                 **{f"sanitize_{rule}": count for rule, count in sorted(totals.items())},
+                **done.metadata,
             ),
-            check_results=[_rule_check(NO_FORBIDDEN_CHARACTERS, summary, "sanitized")],
+            check_results=[_rule_check(NO_FORBIDDEN_CHARACTERS, done.summary, "sanitized")],
         )
 
     @stage_asset(
@@ -564,7 +520,7 @@ def _chain(
                 )
             return None
 
-        summary = _document_stage(
+        done = document_stage(
             context,
             upstream,
             vectordb,
@@ -578,10 +534,14 @@ def _chain(
             preview=_chunks_preview,
         )
         return dg.MaterializeResult(
-            value=StageOutput(source, context.partition_key, summary),
-            metadata=stage_metadata(summary, started, chunks_computed=chunk_count),
+            value=StageOutput(source, context.partition_key, done.summary),
+            metadata=stage_metadata(
+                done.summary, started, chunks_computed=chunk_count, **done.metadata
+            ),
             check_results=[
-                _rule_check(CHUNKS_WITHIN_BUDGET, summary, "chunks", max_tokens=settings.max_tokens)
+                _rule_check(
+                    CHUNKS_WITHIN_BUDGET, done.summary, "chunks", max_tokens=settings.max_tokens
+                )
             ],
         )
 
@@ -609,58 +569,17 @@ def _chain(
         vectordb: VectorDBResource,
         embedder: EmbedderResource,
     ) -> dg.MaterializeResult[IndexOutput]:
-        started = time.perf_counter()
-        model = embedder.embedder
-        partition_key = context.partition_key
-        with (
-            vectordb.connect(autocommit=True) as conn,
-            advisory_lock(conn, source, partition_key, "embeddings"),
-        ):
-            ensure_model(conn, model.model_id, model.dimension, force=config.force)
-            previous = index.stored_inputs(conn, source, partition_key)
-            work = plan(
-                chunks.content_hashes(),
-                previous,
-                embeddings_fingerprint(model.model_id, model.max_tokens),
-                force=config.force,
-            )
-            records = (
-                (key, work.todo[key], record) for key, record in chunks.load(sorted(work.todo))
-            )
-            result = embed_missing(
-                conn,
-                records,
-                model,
-                progress=lambda done: context.log.info(f"embedded {done} new chunk texts"),
-            )
-        kept = set(work.kept) | {f.source_id for f in result.failed if f.source_id in previous}
-        stats = {
-            "documents_new": len(set(result.ready) - set(previous)),
-            "documents_changed": len(set(result.ready) & set(previous)),
-            "documents_unchanged": len(work.kept),
-            "documents_failed": len(result.failed),
-            "documents_kept": len(kept),
-            "chunks_embedded": result.chunks_embedded,
-            "chunks_reused": result.chunks_reused,
-            "embed_seconds": round(result.embed_seconds, 3),
-            "model_id": model.model_id,
-        }
-        metadata: dict[str, Any] = {**stats, "seconds": round(time.perf_counter() - started, 3)}
-        if result.failed:
-            metadata["failures"] = dg.MetadataValue.md(failures_table(result.failed))
-        return dg.MaterializeResult(
-            value=IndexOutput(
-                source_type=source,
-                partition_key=partition_key,
-                chunks_asset=key("chunks"),
-                model_id=model.model_id,
-                ready=result.ready,
-                failed=result.failed,
-                stats=stats,
-                computed=result.computed,
-            ),
-            metadata=metadata,
+        # The vectors are made as the IO manager writes the rows: the figures of the run
+        # (documents, chunks embedded, seconds) are its output metadata.
+        output = embeddings_output(
+            context,
+            chunks,
+            vectordb,
+            embedder.embedder,
+            force=config.force,
+            describe_failures=failures_table,
         )
+        return dg.MaterializeResult(value=output)
 
     @dg.asset_check(
         asset=embeddings_asset,
