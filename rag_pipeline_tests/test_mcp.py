@@ -179,7 +179,7 @@ def calls(server_env: dict[str, str]) -> dict[str, Any]:
     return anyio.run(_session, server_env)
 
 
-def test_list_tools_shows_the_four_tools_with_schemas(calls: dict[str, Any]) -> None:
+def test_list_tools_shows_the_five_tools_with_schemas(calls: dict[str, Any]) -> None:
     tools = {tool.name: tool for tool in calls["tools"]}
     assert set(tools) == TOOLS
     for tool in tools.values():
@@ -209,6 +209,12 @@ def test_search_knowledge_returns_the_warehouse_page(calls: dict[str, Any]) -> N
     assert best["rank"] == 1
     assert "locator" in best["text"].lower()
     assert {"breadcrumb", "section", "url", "score"} <= set(best)
+    # Issue 35: a hit carries its lineage, and the id that get_document_lineage takes.
+    assert best["document_id"]
+    assert best["source_version"]
+    assert best["partition"] == "demo"
+    assert best["ingested_at"].startswith("20")
+    assert best["run_id"]
     filtered = _structured(calls["search_filtered"])["hits"]
     assert filtered
     assert {h["source_type"] for h in filtered} == {"wiki"}

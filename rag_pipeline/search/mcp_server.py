@@ -1,9 +1,9 @@
 """The knowledge tools for AI agents, as a Model Context Protocol server (`rag mcp`).
 
-Four tools over the same index `rag search` uses: search, statistics, Application Dictionary
-lookups, developer documentation. Descriptions and argument schemas are written for the model
-that chooses among them. A failure (no database, bad arguments) comes back as a tool error the
-model can read, never as a crash of the server.
+Five tools over the same index `rag search` uses: search, statistics, Application Dictionary
+lookups, developer documentation, the lineage of one document. Descriptions and argument
+schemas are written for the model that chooses among them. A failure (no database, bad
+arguments) comes back as a tool error the model can read, never as a crash of the server.
 
 Every argument is bounded (lengths, counts) before any SQL runs; every statement runs on the
 shared search pool (`pool.py`): with a statement timeout, reconnecting after a restart of the
@@ -93,6 +93,11 @@ class KnowledgeHit(BaseModel):
     language: str
     text: str = Field(description="The whole section the match is in, as Markdown")
     truncated: bool = Field(description=f"True when text was cut at {_MAX_SECTION_CHARS} chars")
+    document_id: str = Field(description="Give it to get_document_lineage for its lineage")
+    source_version: str = Field(description="The source's version (wiki revision, Updated…)")
+    partition: str = Field(description="The partitions listing the document, comma-separated")
+    ingested_at: str = Field(description="When its index rows were written (ISO 8601)")
+    run_id: str = Field(description="The Dagster run that built it")
 
 
 class KnowledgeResult(BaseModel):
@@ -385,6 +390,11 @@ def _hits(hits: list[SearchHit]) -> list[KnowledgeHit]:
                 language=hit.language,
                 text=text,
                 truncated=truncated,
+                document_id=hit.document_id,
+                source_version=hit.source_version,
+                partition=hit.partition,
+                ingested_at=hit.ingested_at,
+                run_id=hit.run_id,
             )
         )
     return result
