@@ -10,9 +10,8 @@ import pytest
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.files import partition_key_for
 from rag_pipeline.store.connection import connect
-from rag_pipeline_tests.pipeline_helpers import ingest, write
+from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,7 +41,7 @@ def test_a_hit_names_its_source_version_partition_time_and_run(
     assert row is not None
     assert hit.source_version == row[0] != ""
     assert datetime.fromisoformat(hit.ingested_at) == row[1]
-    assert hit.partition == partition_key_for(folder)
+    assert hit.partition == folder_partition(folder)
     runs = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
     assert hit.run_id in {record.dagster_run.run_id for record in runs}
     assert {"source_version", "partition", "ingested_at", "run_id"} <= hit.to_dict().keys()
