@@ -39,7 +39,7 @@ if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
 
 # Tiers (`pytest -m unit` for the inner loop): a module says `pytestmark = pytest.mark.unit`
 # or `.integration` when it knows; otherwise a test using the server or the model is
-# integration and the rest are unit.
+# integration, a `slow` one stays slow only, and the rest are unit.
 _NEEDS_SERVER_OR_MODEL = frozenset(
     {"pg_admin_uri", "database_url", "rag_env", "embedder", "rag_home", "cli_env", "instance"}
 )
@@ -55,6 +55,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("unit") or item.get_closest_marker("integration"):
             continue
+        if item.get_closest_marker("slow"):
+            continue  # a slow test without server or model is its own tier, not the inner loop
         fixtures = set(getattr(item, "fixturenames", ()))
         tier = pytest.mark.integration if fixtures & _NEEDS_SERVER_OR_MODEL else pytest.mark.unit
         item.add_marker(tier)

@@ -2,12 +2,16 @@
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rag_pipeline.core.chunking import ChunkingSettings, chunk_markdown
 from rag_pipeline.core.models import Chunk, Section
 from rag_pipeline_tests.chunking_support import FENCE_LINE, PARSER, Counter, decompose
+
+# Property runs of a few hundred examples each: outside the unit tier's 90 s.
+pytestmark = pytest.mark.slow
 
 TABLE_DELIMITER = re.compile(r"^\|( *-+ *\|)+$")
 

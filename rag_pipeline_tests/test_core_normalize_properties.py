@@ -13,11 +13,15 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from rag_pipeline.core.normalize import SourceFormat, to_markdown
+
+# Property runs of a few hundred examples each: outside the unit tier's 90 s.
+pytestmark = pytest.mark.slow
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 JSON_STRUCTURE_WORDS = ('"blocks"', '"type":', '"data"')

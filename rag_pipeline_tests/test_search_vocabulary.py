@@ -139,6 +139,7 @@ def test_a_language_without_a_stemmer_matches_phrases_by_their_words() -> None:
     assert vocabulary.expansion("helyek a raktarban", "xx_XX") == ""
 
 
+@pytest.mark.slow
 def test_expansions_are_the_same_from_many_threads_at_once() -> None:
     """Snowball stemmers keep their word in the instance; shared unguarded across the search
     threads they corrupt each other's words (IndexError, or a wrong stem)."""
@@ -165,6 +166,7 @@ def test_expansions_are_the_same_from_many_threads_at_once() -> None:
         assert result == expected * 50
 
 
+@pytest.mark.slow
 def test_expansions_are_the_same_in_every_process() -> None:
     """A word has two shortest singular forms ("families": famili, family); which one was
     stemmed followed the order of a set, so of the hash seed of the process: the same query
