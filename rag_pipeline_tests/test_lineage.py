@@ -324,11 +324,11 @@ def own_idempiere(
 
 def _ingest_k_entry(language: str, instance: dg.DagsterInstance) -> None:
     from rag_pipeline.definitions import defs
-    from rag_pipeline.defs.ad_metadata.partitions import register_partition_key
+    from rag_pipeline.orchestration.reconcile import register
 
     job = defs().resolve_job_def("k_entry_ingest_job")
     assert job.partitions_def is not None
-    register_partition_key(instance, job.partitions_def, language)
+    register(job.partitions_def, [language], instance)
     assert job.execute_in_process(instance=instance, partition_key=language).success
 
 
