@@ -107,9 +107,9 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
             skip.wait_for()
             skip.click()
             # The catalog lists every asset of every source.
-            for source in SOURCES:
+            for spec in SOURCES:
                 for stage in STAGES:
-                    page.get_by_text(f"{source}_{stage}", exact=True).first.wait_for()
+                    page.get_by_text(spec.asset_name(stage), exact=True).first.wait_for()
             page.get_by_text("ingest_errors", exact=True).first.wait_for()
             # The lineage graph of the files source.
             page.set_viewport_size({"width": 1600, "height": 760})
