@@ -146,3 +146,18 @@ def test_the_migration_names_folders_kept_by_path(database_url: str, tmp_path: P
     section_id = stable_id(new_id, "section", 0, text_sha256("text"))
     assert section == (section_id,)
     assert chunk == (stable_id(new_id, "chunk", 0, "abc"), new_id, section_id)
+
+
+def test_a_partition_kept_by_path_is_replaced_by_its_name(
+    rag_env: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_pipeline.orchestration.instance import dagster_instance
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    folder = _docs(tmp_path)
+    instance = dagster_instance(rag_env)
+    # As an instance of the release before m009 left it, and as the UI lets one type it.
+    instance.add_dynamic_partitions("files_folders", [str(folder)])
+    listed = _rag("folders", "list")
+    assert listed.startswith("docs\t")
+    assert list(instance.get_dynamic_partitions("files_folders")) == ["docs"]

@@ -92,8 +92,20 @@ def folders_remove(names: tuple[str, ...]) -> None:
 
 
 def _forget_path_partitions(instance: Any) -> None:
-    """Drop partitions named by an absolute path (before schema m009 a folder's key was its
-    path; the migration gave each a name, which replaces it)."""
+    """Replace partitions named by an absolute path (before schema m009 a folder's key was
+    its path) with the name the folder is registered under, as the files sensor does; a path
+    whose folder is gone is dropped."""
+    from rag_pipeline.operations.folders import names_of_path_partitions
+    from rag_pipeline.sources.files import FolderError
+
+    settings = cli_settings()
     for key in instance.get_dynamic_partitions(_FOLDERS_PARTITIONS):
-        if key.startswith("/"):
-            instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, key)
+        if not key.startswith("/"):
+            continue
+        try:
+            name = names_of_path_partitions(settings, [key])[key]
+        except FolderError:
+            name = None
+        if name is not None and not instance.has_dynamic_partition(_FOLDERS_PARTITIONS, name):
+            instance.add_dynamic_partitions(_FOLDERS_PARTITIONS, [name])
+        instance.delete_dynamic_partition(_FOLDERS_PARTITIONS, key)

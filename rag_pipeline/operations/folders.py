@@ -4,6 +4,7 @@ The names live in the vector database (`store/folders.py`), shared by every proc
 runs the files source, Celery workers on other machines included.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from rag_pipeline.operations.runtime import ready_conninfo
@@ -26,16 +27,25 @@ def register_folder(
         return folders.register(conn, chosen, folder)
 
 
+def register_entry(settings: Settings, entry: str) -> str:
+    """Register one RAG_FILES_FOLDERS entry (`NAME=PATH`, a path, or `demo`); its name."""
+    name, sep, path = entry.partition("=")
+    registration = (
+        register_folder(settings, path, name) if sep else register_folder(settings, entry)
+    )
+    return registration.name
+
+
 def configured_folders(settings: Settings) -> list[str]:
-    """The names of RAG_FILES_FOLDERS's entries (`NAME=PATH`, a path, or `demo`), registered."""
-    names: list[str] = []
-    for entry in settings.files_folder_list:
-        name, sep, path = entry.partition("=")
-        registration = (
-            register_folder(settings, path, name) if sep else register_folder(settings, entry)
-        )
-        names.append(registration.name)
-    return list(dict.fromkeys(names))
+    """The names of RAG_FILES_FOLDERS's entries, registered."""
+    return list(dict.fromkeys(register_entry(settings, e) for e in settings.files_folder_list))
+
+
+def names_of_path_partitions(settings: Settings, keys: Iterable[str]) -> dict[str, str]:
+    """Partition keys that are a folder's path (before schema m009, or typed in the UI), each
+    with the name it is registered under (registered now if it was not); a key whose folder
+    is gone raises FolderError."""
+    return {key: register_folder(settings, key).name for key in keys if key.startswith("/")}
 
 
 def registered_folders(settings: Settings) -> dict[str, Path]:

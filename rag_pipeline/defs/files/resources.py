@@ -4,7 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.core.source import Source
-from rag_pipeline.operations.folders import configured_folders, folder_lookup
+from rag_pipeline.operations.folders import folder_lookup, register_entry
 from rag_pipeline.orchestration.pipeline import SourceResource
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.sources.files import FilesSource, FolderError
@@ -40,9 +40,7 @@ class FilesSourceResource(SourceResource):
         keys: list[str] = []
         for entry in settings.files_folder_list:
             try:
-                keys.extend(
-                    configured_folders(settings.model_copy(update={"files_folders": entry}))
-                )
+                keys.append(register_entry(settings, entry))
             except (FolderError, ValueError) as exc:
                 dg.get_dagster_logger().warning(f"RAG_FILES_FOLDERS: {exc}")
-        return keys
+        return list(dict.fromkeys(keys))

@@ -6,7 +6,7 @@ import dagster as dg
 
 from rag_pipeline.defs.files.partitions import files_folders
 from rag_pipeline.defs.files.resources import FilesSourceResource
-from rag_pipeline.operations.folders import folder_lookup, register_folder
+from rag_pipeline.operations.folders import folder_lookup, names_of_path_partitions
 from rag_pipeline.orchestration.reconcile import system_observation
 from rag_pipeline.orchestration.source_registry import FILES
 from rag_pipeline.settings import load_settings
@@ -35,11 +35,10 @@ def files_folders_sensor(
     registered = list(context.instance.get_dynamic_partitions(files_folders.name or ""))
     renamed: dict[str, str] = {}
     for key in registered:
-        if key.startswith("/"):
-            try:
-                renamed[key] = register_folder(settings, key).name
-            except FolderError as exc:
-                context.log.warning(str(exc))
+        try:
+            renamed.update(names_of_path_partitions(settings, [key]))
+        except FolderError as exc:
+            context.log.warning(str(exc))
     wanted = dict.fromkeys([*configured, *(renamed.get(key, key) for key in registered)])
     fingerprints: dict[str, str] = {}
     lookup = folder_lookup(settings)
