@@ -5,7 +5,7 @@ import itertools
 import dagster as dg
 
 from rag_pipeline.definitions import defs
-from rag_pipeline.orchestration.pipeline import (
+from rag_pipeline.orchestration.checks import (
     CHUNKS_WITHIN_BUDGET,
     NO_EDITORJS_SYNTAX,
     NO_FORBIDDEN_CHARACTERS,

@@ -13,9 +13,8 @@ import yaml
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 from rag_pipeline.definitions import defs
-from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS
+from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS, INDEX_INTEGRITY
 from rag_pipeline.orchestration.executors import instance_yaml
-from rag_pipeline.orchestration.pipeline import INDEX_INTEGRITY
 from rag_pipeline.orchestration.source_registry import FILES, RAW, STAGES
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write

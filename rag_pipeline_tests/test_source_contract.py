@@ -9,12 +9,8 @@ import pytest
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.source import DocumentRef, Source, SourceDocument
 from rag_pipeline.defs.resources import resources
-from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS
-from rag_pipeline.orchestration.pipeline import (
-    NO_EDITORJS_SYNTAX,
-    SourceResource,
-    source_definitions,
-)
+from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS, NO_EDITORJS_SYNTAX
+from rag_pipeline.orchestration.pipeline import SourceResource, source_definitions
 from rag_pipeline.orchestration.source_registry import SourceSpec
 from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings
@@ -116,6 +112,16 @@ def test_one_rejected_document_never_stalls_the_partition(
     assert check.severity == dg.AssetCheckSeverity.WARN
     assert check.metadata["documents_rejected"].value == 1
     assert check.partition == "one"
+    # The rule's check is a check of its own: run alone (as from the UI), it judges again.
+    rule_key = dg.AssetCheckKey(TOY_SPEC.asset_key("markdown"), NO_EDITORJS_SYNTAX)
+    job = TOY.resolve_job_def(TOY_SPEC.ingest_job)
+    alone = job.get_subset(asset_selection=set(), asset_check_selection={rule_key})
+    again = alone.execute_in_process(instance=instance, partition_key="one")
+    assert not again.asset_materializations_for_node("toy_markdown")
+    [rerun] = again.get_asset_check_evaluations()
+    assert (rerun.passed, rerun.partition) == (False, "one")
+    assert rerun.description is not None
+    assert rerun.description.startswith("toy/one: 1 documents rejected; first: leak@en_US")
     # The partition's own verdict names the partition and the document, with its reason.
     failed = evaluations[FAILED_DOCUMENTS]
     assert (failed.passed, failed.severity, failed.partition) == (

@@ -37,7 +37,7 @@ def stage_code_versions() -> dict[str, str]:
     """The code version of every stage of a source's chain, raw to embeddings."""
     # Imported here: the pipeline module imports the IO manager, which imports this module.
     from rag_pipeline.orchestration.indexing import EMBEDDINGS_VERSION
-    from rag_pipeline.orchestration.pipeline import RAW_VERSION
+    from rag_pipeline.orchestration.raw_asset import RAW_VERSION
 
     return {
         "raw": RAW_VERSION,
