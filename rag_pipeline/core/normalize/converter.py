@@ -15,11 +15,25 @@ subclass adds what a knowledge base needs and markdownify lacks or gets wrong fo
 - task-list checkboxes as `[x]`, definition lists as a bold term and its definition;
 - link targets that survive Markdown (no spaces), and no link titles (tooltips, and MediaWiki
   repeats the page title in every one of them).
+
+What it reads off elements (attributes, code languages, table rows and spans, link targets)
+is in `elements`.
 """
 
 from bs4 import Tag
 from markdownify import ATX, SPACES, MarkdownConverter, chomp  # pyright: ignore[reportAttributeAccessIssue]
 
+from rag_pipeline.core.normalize.elements import (
+    attribute,
+    cell_alignment,
+    cell_span,
+    code_language,
+    follows_same_list,
+    is_autolink_target,
+    link_destination,
+    row_cells,
+    table_rows,
+)
 from rag_pipeline.core.normalize.inline import (
     code_fence,
     code_span,
@@ -31,145 +45,8 @@ from rag_pipeline.core.normalize.inline import (
 _INLINE = "_inline"
 _NOFORMAT = "_noformat"
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-_MAX_SPAN = 64  # a colspan/rowspan beyond this is a typo or an attack, not a layout
-_LANGUAGE_CLASS_PREFIXES = ("language-", "lang-", "mw-highlight-lang-", "highlight-source-")
-_LANGUAGE_ATTRIBUTES = ("data-lang", "data-language")
-# On these (unrendered MediaWiki tags) `lang` names the code's language, elsewhere a human one.
-_CODE_TAGS_WITH_LANG = frozenset({"syntaxhighlight", "source"})
 _LINK_SCHEMES_DROPPED = ("javascript:", "vbscript:", "data:")
-
-
-def attribute(element: Tag, name: str) -> str:
-    """An attribute as one string ("" when absent); multi-valued ones (class) joined by spaces."""
-    value = element.get(name)
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return " ".join(value)
-
-
-def _is_language(candidate: str) -> bool:
-    return bool(candidate) and all(c.isalnum() or c in "+#._-" for c in candidate)
-
-
-def code_language(pre: Tag) -> str:
-    """The language of a code block, from the element, its `<code>` child or its wrappers.
-
-    Recognises `language-x` / `lang-x` (GitHub, highlight.js, Prism), `mw-highlight-lang-x`
-    (MediaWiki SyntaxHighlight), `highlight-source-x` (GitHub wrappers), `brush: x`
-    (SyntaxHighlighter) and the `lang=` attribute of an unrendered `<syntaxhighlight>`.
-    """
-    candidates: list[Tag] = [pre]
-    code = pre.find("code", recursive=False)
-    if isinstance(code, Tag):
-        candidates.append(code)
-    parent = pre.parent
-    for _ in range(2):
-        if not isinstance(parent, Tag):
-            break
-        candidates.append(parent)
-        parent = parent.parent
-    for element in candidates:
-        names = _LANGUAGE_ATTRIBUTES
-        if element.name in _CODE_TAGS_WITH_LANG:
-            names = ("lang", *names)
-        for name in names:
-            value = attribute(element, name).strip().lower()
-            if _is_language(value):
-                return value
-        classes = attribute(element, "class").split()
-        for index, css_class in enumerate(classes):
-            for prefix in _LANGUAGE_CLASS_PREFIXES:
-                if css_class.startswith(prefix) and _is_language(css_class[len(prefix) :]):
-                    return css_class[len(prefix) :].lower()
-            if css_class == "brush:" and index + 1 < len(classes):
-                value = classes[index + 1].rstrip(";").lower()
-                if _is_language(value):
-                    return value
-    return ""
-
-
-def _span(cell: Tag, name: str) -> int:
-    value = attribute(cell, name).strip()
-    if not value.isdigit():
-        return 1
-    return max(1, min(_MAX_SPAN, int(value)))
-
-
-def _alignment(cell: Tag) -> str:
-    align = attribute(cell, "align").strip().lower()
-    for declaration in attribute(cell, "style").split(";"):
-        prop, _, value = declaration.partition(":")
-        if prop.strip().lower() == "text-align":
-            align = value.strip().lower()
-    return align if align in ("left", "right", "center") else ""
-
-
 _DELIMITERS = {"": "---", "left": ":--", "right": "--:", "center": ":-:"}
-
-
-def _table_rows(table: Tag) -> list[tuple[Tag, bool]]:
-    """The table's own rows (not those of nested tables), each with "is in `<thead>`"."""
-    rows: list[tuple[Tag, bool]] = []
-    for child in table.children:
-        if not isinstance(child, Tag):
-            continue
-        if child.name == "tr":
-            rows.append((child, False))
-        elif child.name in ("thead", "tbody", "tfoot"):
-            rows.extend(
-                (tr, child.name == "thead")
-                for tr in child.children
-                if isinstance(tr, Tag) and tr.name == "tr"
-            )
-    return rows
-
-
-def _cells(row: Tag) -> list[Tag]:
-    return [c for c in row.children if isinstance(c, Tag) and c.name in ("td", "th")]
-
-
-def _follows_same_list(element: Tag) -> bool:
-    """Whether an odd number of lists of the same kind directly precede `element`."""
-    count = 0
-    sibling = element.previous_sibling
-    while sibling is not None:
-        if isinstance(sibling, Tag):
-            if sibling.name != element.name:
-                break
-            count += 1
-        elif str(sibling).strip():
-            break
-        sibling = sibling.previous_sibling
-    return count % 2 == 1
-
-
-def _link_destination(href: str) -> str:
-    """A link target that stays one Markdown token: no whitespace, no angle brackets."""
-    out: list[str] = []
-    for char in href:
-        if char.isspace() or char in "<>":
-            out.append(f"%{ord(char):02X}" if ord(char) < 128 else char)
-        else:
-            out.append(char)
-    destination = "".join(out)
-    if destination.count("(") != destination.count(")"):
-        destination = destination.replace("(", "%28").replace(")", "%29")
-    return destination
-
-
-def _is_autolink_target(href: str) -> bool:
-    """Whether `<href>` is a CommonMark autolink (an absolute URI), not an HTML tag."""
-    scheme, colon, rest = href.partition(":")
-    return (
-        bool(colon and rest)
-        and 2 <= len(scheme) <= 32
-        and scheme[0].isascii()
-        and scheme[0].isalpha()
-        and all(c.isascii() and (c.isalnum() or c in "+.-") for c in scheme)
-        and not any(c.isspace() or c in "<>" or ord(c) < 32 for c in href)
-    )
 
 
 class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
@@ -239,7 +116,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         spanned: dict[int, int] = {}  # column -> rows still covered by a rowspan from above
         for row, _ in rows:
             out: list[str] = []
-            for cell in [*_cells(row), None]:
+            for cell in [*row_cells(row), None]:
                 # Columns still covered by a cell of an earlier row get an empty cell here.
                 while spanned.get(len(out), 0) > 0:
                     spanned[len(out)] -= 1
@@ -247,8 +124,8 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
                 if cell is None:
                     break
                 text = self._cell_markdown(cell, tags)
-                rowspan = _span(cell, "rowspan")
-                for offset in range(_span(cell, "colspan")):
+                rowspan = cell_span(cell, "rowspan")
+                for offset in range(cell_span(cell, "colspan")):
                     if rowspan > 1:
                         spanned[len(out)] = rowspan - 1
                     out.append("" if offset else text)
@@ -258,13 +135,13 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         return grid
 
     def _convert_table(self, node: Tag, tags: set[str]) -> str:
-        rows = _table_rows(node)
-        if not rows or not any(_cells(row) for row, _ in rows):
+        rows = table_rows(node)
+        if not rows or not any(row_cells(row) for row, _ in rows):
             # Not a real table (or an empty one): keep whatever text it has.
             return self._convert_as_block(node, tags)
-        if len(rows) == 1 and len(_cells(rows[0][0])) == 1:
+        if len(rows) == 1 and len(row_cells(rows[0][0])) == 1:
             # A one-cell table is layout, not data: its content keeps its block structure.
-            return self._convert_as_block(_cells(rows[0][0])[0], tags)
+            return self._convert_as_block(row_cells(rows[0][0])[0], tags)
         grid = self._table_grid(rows, tags)
         if _INLINE in tags:
             # GFM cells hold one line: a table inside a cell (or a heading) becomes text.
@@ -273,14 +150,14 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         width = max(len(row) for row in grid)
         grid = [row + [""] * (width - len(row)) for row in grid]
         first_row, first_in_thead = rows[0]
-        first_cells = _cells(first_row)
+        first_cells = row_cells(first_row)
         if first_in_thead or all(cell.name == "th" for cell in first_cells):
             header, body = grid[0], grid[1:]
         else:
             header, body = [""] * width, grid
         aligns: list[str] = []
         for cell in first_cells:
-            aligns.extend([_alignment(cell)] * _span(cell, "colspan"))
+            aligns.extend([cell_alignment(cell)] * cell_span(cell, "colspan"))
         aligns = (aligns + [""] * width)[:width]
         lines = ["| " + " | ".join(header) + " |"]
         lines.append("| " + " | ".join(_DELIMITERS[a] for a in aligns) + " |")
@@ -322,9 +199,9 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         href = attribute(el, "href").strip()
         if not href or href.lower().startswith(_LINK_SCHEMES_DROPPED):
             return prefix + text + suffix
-        if el.get_text().strip() == href and _is_autolink_target(href):
+        if el.get_text().strip() == href and is_autolink_target(href):
             return f"{prefix}<{href}>{suffix}"
-        return f"{prefix}[{text}]({_link_destination(href)}){suffix}"
+        return f"{prefix}[{text}]({link_destination(href)}){suffix}"
 
     def convert_img(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         """`![alt](src)`; only the alt text where Markdown allows no image (headings, code)."""
@@ -335,12 +212,12 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         escaped_alt: str = self.escape(alt, parent_tags)  # pyright: ignore[reportAttributeAccessIssue]
         if not src or src.lower().startswith("data:") or parent_tags & _HEADINGS:
             return escaped_alt
-        return f"![{escaped_alt}]({_link_destination(src)})"
+        return f"![{escaped_alt}]({link_destination(src)})"
 
     def convert_iframe(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         """An embedded page (video, map) as a link to it."""
         src = attribute(el, "src").strip()
-        if not _is_autolink_target(src) or not src.lower().startswith(("http:", "https:")):
+        if not is_autolink_target(src) or not src.lower().startswith(("http:", "https:")):
             return ""
         return f" <{src}> " if _INLINE in parent_tags else f"\n\n<{src}>\n\n"
 
@@ -365,7 +242,7 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
             return "\n"
         parent = el.parent
         # Two lists in a row merge into one in Markdown unless their markers differ.
-        alternate = isinstance(parent, Tag) and _follows_same_list(parent)
+        alternate = isinstance(parent, Tag) and follows_same_list(parent)
         if isinstance(parent, Tag) and parent.name == "ol":
             start_value = attribute(parent, "start").strip()
             start = int(start_value) if start_value.isdigit() else 1

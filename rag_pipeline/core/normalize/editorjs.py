@@ -13,6 +13,9 @@ The block `type` is the integrator's tool key, not a fixed name ("List", "linkTo
 so it is matched case-insensitively against known names and aliases. A block of an unknown type
 keeps its text: a recognisable shape (`code`, list `items`, table `content`) is rendered as
 such, anything else as the string values of its `data`, in order.
+
+This module reads the document and walks its blocks (columns included); the renderers of
+the block families live in `editorjs_text`, `editorjs_lists` and `editorjs_media`.
 """
 
 import json
@@ -21,18 +24,31 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bs4 import BeautifulSoup, Tag
-from bs4.element import NavigableString, PageElement
+from bs4.element import PageElement
 
 from rag_pipeline.core.normalize.document import NormalizationError
-from rag_pipeline.core.normalize.inline import fragment_text, parse_fragment
+from rag_pipeline.core.normalize.editorjs_html import BlockHtml, describe, has_content
+from rag_pipeline.core.normalize.editorjs_lists import render_checklist, render_list
+from rag_pipeline.core.normalize.editorjs_media import (
+    link_paragraph,
+    render_attaches,
+    render_embed,
+    render_image,
+    render_link,
+)
+from rag_pipeline.core.normalize.editorjs_text import (
+    render_code,
+    render_delimiter,
+    render_header,
+    render_paragraph,
+    render_quote,
+    render_raw,
+    render_table,
+    render_warning,
+)
 
 # Columns inside columns inside …: a real layout never nests this deep.
 _MAX_COLUMN_DEPTH = 16
-# Deeper list levels are attached to this one. markdown-it's presets other than "default"
-# stop parsing at 20 levels of block nesting (a list level costs two), silently dropping what
-# is deeper; 8 levels keep the output safe for any downstream parser, and no reader follows
-# more indentation than that.
-_MAX_LIST_DEPTH = 8
 
 _KINDS = {
     "header": "header",
@@ -82,22 +98,24 @@ _PRESENTATION_KEYS = frozenset(
     }
 )
 
-
-def _describe(value: Any) -> str:
-    """How a JSON value is named in an error message."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+_Renderer = Callable[[BlockHtml, dict[str, Any], str], list[PageElement]]
+# The renderer of each kind but "columns", whose blocks are walked like the document's.
+_RENDERERS: dict[str, _Renderer] = {
+    "header": render_header,
+    "paragraph": render_paragraph,
+    "list": render_list,
+    "checklist": render_checklist,
+    "quote": render_quote,
+    "code": render_code,
+    "delimiter": render_delimiter,
+    "warning": render_warning,
+    "table": render_table,
+    "image": render_image,
+    "embed": render_embed,
+    "link": render_link,
+    "attaches": render_attaches,
+    "raw": render_raw,
+}
 
 
 def _kind_of(block_type: str) -> str | None:
@@ -138,7 +156,7 @@ def load_document(body: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise NormalizationError(
             "Editor.js body must be a JSON object with a 'blocks' list, "
-            f"but it is {_describe(document)}"
+            f"but it is {describe(document)}"
         )
     if "blocks" not in document:
         keys = ", ".join(sorted(str(key) for key in document)) or "none"
@@ -150,80 +168,18 @@ def load_document(body: str) -> dict[str, Any]:
         )
     if not isinstance(document["blocks"], list):
         raise NormalizationError(
-            f"Editor.js 'blocks' must be a list, but it is {_describe(document['blocks'])}"
+            f"Editor.js 'blocks' must be a list, but it is {describe(document['blocks'])}"
         )
     return document
 
 
-class _TreeBuilder:
+class _TreeBuilder(BlockHtml):
     """Builds the HTML tree of one document and counts its block types."""
 
     def __init__(self) -> None:
-        self.soup = BeautifulSoup("", "html.parser")
+        super().__init__()
         self.block_counts: Counter[str] = Counter()
         self.unknown_types: set[str] = set()
-        self._renderers: dict[str, Callable[[dict[str, Any], str, int], list[PageElement]]] = {
-            "header": self._header,
-            "paragraph": self._paragraph,
-            "list": self._list,
-            "checklist": self._checklist,
-            "quote": self._quote,
-            "code": self._code,
-            "delimiter": self._delimiter,
-            "warning": self._warning,
-            "table": self._table,
-            "image": self._image,
-            "embed": self._embed,
-            "link": self._link,
-            "attaches": self._attaches,
-            "raw": self._raw,
-            "columns": self._columns,
-        }
-
-    # -- helpers ----------------------------------------------------------------------------
-
-    def _tag(self, name: str, html: str = "", **attrs: str) -> Tag:
-        """A new element whose children are the parsed `html` fragment."""
-        tag = self.soup.new_tag(name, attrs=attrs)
-        for node in parse_fragment(html):
-            tag.append(node)
-        return tag
-
-    def _plain(self, name: str, text: str, **attrs: str) -> Tag:
-        """A new element holding `text` as text (escaped as text, never parsed as markup)."""
-        tag = self.soup.new_tag(name, attrs=attrs)
-        if text:
-            tag.append(NavigableString(text))
-        return tag
-
-    @staticmethod
-    def _string(data: dict[str, Any], key: str, where: str) -> str:
-        """A text field: "" when absent, numbers as written, anything else an error."""
-        value = data.get(key)
-        if value is None:
-            return ""
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise NormalizationError(f"{where}: '{key}' must be a string, but it is {_describe(value)}")
-
-    @staticmethod
-    def _object(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-        value = data.get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise NormalizationError(
-                f"{where}: '{key}' must be an object, but it is {_describe(value)}"
-            )
-        return value
-
-    @staticmethod
-    def _has_content(tag: Tag) -> bool:
-        return bool(tag.get_text().strip()) or tag.find("img") is not None
-
-    # -- blocks -----------------------------------------------------------------------------
 
     def render_blocks(self, blocks: list[Any], parent: Tag, path: str, depth: int) -> None:
         """Append the elements of `blocks` to `parent`.
@@ -235,7 +191,7 @@ class _TreeBuilder:
         for index, block in enumerate(blocks):
             where = f"{path}block {index}"
             if not isinstance(block, dict):
-                raise NormalizationError(f"{where} must be an object, but it is {_describe(block)}")
+                raise NormalizationError(f"{where} must be an object, but it is {describe(block)}")
             block_type = block.get("type")
             if block_type is None:
                 raise NormalizationError(f"{where} has no 'type'")
@@ -249,291 +205,19 @@ class _TreeBuilder:
                 data = {}  # a delimiter may be saved without data
             if not isinstance(data, dict):
                 raise NormalizationError(
-                    f"{where}: 'data' must be an object, but it is {_describe(data)}"
+                    f"{where}: 'data' must be an object, but it is {describe(data)}"
                 )
             self.block_counts[block_type] += 1
             kind = _kind_of(block_type)
             if kind is None:
                 self.unknown_types.add(block_type)
-                nodes = self._unknown(data, where, depth)
+                nodes = self._unknown(data, where)
+            elif kind == "columns":
+                nodes = self._columns(data, where, depth)
             else:
-                nodes = self._renderers[kind](data, where, depth)
+                nodes = _RENDERERS[kind](self, data, where)
             for node in nodes:
                 parent.append(node)
-
-    def _header(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        level_value = data.get("level")
-        level = 2
-        if isinstance(level_value, int) and not isinstance(level_value, bool):
-            level = level_value
-        elif isinstance(level_value, str) and level_value.strip().isdigit():
-            level = int(level_value)
-        heading = self._tag(f"h{max(1, min(6, level))}", self._string(data, "text", where))
-        return [heading] if heading.get_text().strip() else []
-
-    def _paragraph(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        paragraph = self._tag("p", self._string(data, "text", where))
-        return [paragraph] if self._has_content(paragraph) else []
-
-    def _list_item(self, item: Any, where: str) -> tuple[str, bool, list[Any]]:
-        """`(content html, checked, child items)` of one item in any of the list generations."""
-        if item is None:
-            return "", False, []
-        if isinstance(item, str):
-            return item, False, []
-        if isinstance(item, (int, float)) and not isinstance(item, bool):
-            return str(item), False, []
-        if not isinstance(item, dict):
-            raise NormalizationError(
-                f"{where} must be a string or an object, but it is {_describe(item)}"
-            )
-        key = "content" if "content" in item else "text"
-        content = self._string(item, key, where)
-        meta = self._object(item, "meta", where)
-        checked = bool(meta["checked"] if "checked" in meta else item.get("checked"))
-        children = item.get("items")
-        if children is None:
-            children = []
-        if not isinstance(children, list):
-            raise NormalizationError(
-                f"{where}: 'items' must be a list, but it is {_describe(children)}"
-            )
-        return content, checked, children
-
-    def _list_element(
-        self,
-        items: list[Any],
-        where: str,
-        *,
-        ordered: bool,
-        checklist: bool,
-        start: int | None,
-        level: int,
-    ) -> Tag | None:
-        element = self.soup.new_tag("ol" if ordered else "ul")
-        if ordered and start is not None and start != 1:
-            element["start"] = str(start)
-        self._append_items(element, items, where, ordered=ordered, checklist=checklist, level=level)
-        return element if element.contents else None
-
-    def _append_items(
-        self,
-        element: Tag,
-        items: list[Any],
-        where: str,
-        *,
-        ordered: bool,
-        checklist: bool,
-        level: int,
-    ) -> None:
-        for index, item in enumerate(items):
-            item_where = f"{where} item {index}"
-            content, checked, children = self._list_item(item, item_where)
-            entry = self.soup.new_tag("li")
-            body = self._tag("span", content)
-            if checklist and body.get_text().strip():
-                checkbox = self.soup.new_tag("input", attrs={"type": "checkbox"})
-                if checked:
-                    checkbox["checked"] = ""
-                entry.append(checkbox)
-            for node in list(body.contents):
-                entry.append(node)
-            if children and level >= _MAX_LIST_DEPTH:
-                if self._has_content(entry):
-                    element.append(entry)
-                self._append_items(
-                    element, children, item_where, ordered=ordered, checklist=checklist, level=level
-                )
-                continue
-            if children:
-                nested = self._list_element(
-                    children,
-                    item_where,
-                    ordered=ordered,
-                    checklist=checklist,
-                    start=None,
-                    level=level + 1,
-                )
-                if nested is not None:
-                    entry.append(nested)
-            if entry.contents and (self._has_content(entry) or entry.find("li")):
-                element.append(entry)
-
-    def _list(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        items = data.get("items")
-        if items is None:
-            return []
-        if not isinstance(items, list):
-            raise NormalizationError(
-                f"{where}: 'items' must be a list, but it is {_describe(items)}"
-            )
-        style_value = data.get("style")
-        style = style_value.lower() if isinstance(style_value, str) else ""
-        if style in ("ordered", "unordered"):
-            checklist = False
-        elif style == "checklist":
-            checklist = True
-        else:
-            # No style: list v2 also reads the old checklist tool's `{text, checked}` items.
-            checklist = any(
-                isinstance(item, dict)
-                and ("checked" in item or "checked" in (item.get("meta") or {}))
-                for item in items
-            )
-        meta = self._object(data, "meta", where)
-        start_value = meta.get("start", data.get("start"))
-        start: int | None = None
-        if isinstance(start_value, int) and not isinstance(start_value, bool):
-            start = max(0, start_value)
-        elif isinstance(start_value, str) and start_value.strip().isdigit():
-            start = int(start_value)
-        element = self._list_element(
-            items,
-            where,
-            ordered=style == "ordered",
-            checklist=checklist,
-            start=start,
-            level=1,
-        )
-        return [element] if element is not None else []
-
-    def _checklist(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        return self._list({**data, "style": "checklist"}, where, depth)
-
-    def _quote(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        quote = self.soup.new_tag("blockquote")
-        text = self._tag("p", self._string(data, "text", where))
-        if self._has_content(text):
-            quote.append(text)
-        caption = self._tag("p", self._string(data, "caption", where))
-        if self._has_content(caption):
-            caption.insert(0, NavigableString("— "))
-            quote.append(caption)
-        return [quote] if quote.contents else []
-
-    def _code(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        code = self._string(data, "code", where)
-        if not code.strip():
-            return []
-        language = self._string(data, "language", where) or self._string(data, "lang", where)
-        attrs = {"class": f"language-{language.strip()}"} if language.strip() else {}
-        pre = self.soup.new_tag("pre")
-        pre.append(self._plain("code", code, **attrs))
-        return [pre]
-
-    def _delimiter(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        return [self.soup.new_tag("hr")]
-
-    def _warning(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        title = self._tag("strong", self._string(data, "title", where))
-        # editorjs-alert saves `message`; its README shows `text`: accept both.
-        message_key = "message" if data.get("message") is not None else "text"
-        message = self._tag("span", self._string(data, message_key, where))
-        paragraph = self.soup.new_tag("p")
-        if self._has_content(title):
-            paragraph.append(title)
-            paragraph.append(NavigableString(" "))
-        for node in list(message.contents):
-            paragraph.append(node)
-        if not self._has_content(paragraph):
-            return []
-        quote = self.soup.new_tag("blockquote")
-        quote.append(paragraph)
-        return [quote]
-
-    def _table(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        content = data.get("content")
-        if content is None:
-            return []
-        if not isinstance(content, list):
-            raise NormalizationError(
-                f"{where}: 'content' must be a list of rows, but it is {_describe(content)}"
-            )
-        with_headings = bool(data.get("withHeadings", data.get("withHeading", False)))
-        table = self.soup.new_tag("table")
-        body = self.soup.new_tag("tbody")
-        for row_index, row in enumerate(content):
-            if not isinstance(row, list):
-                raise NormalizationError(
-                    f"{where}: row {row_index} must be a list of cells, but it is {_describe(row)}"
-                )
-            heading = with_headings and row_index == 0
-            tr = self.soup.new_tag("tr")
-            for cell_index, cell in enumerate(row):
-                cell_where = f"{where} row {row_index} cell {cell_index}"
-                cell_html = self._string({"value": cell}, "value", cell_where)
-                tr.append(self._tag("th" if heading else "td", cell_html))
-            if heading:
-                head = self.soup.new_tag("thead")
-                head.append(tr)
-                table.append(head)
-            elif tr.contents:
-                body.append(tr)
-        if body.contents:
-            table.append(body)
-        return [table] if table.get_text().strip() else []
-
-    def _image(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        file_value = data.get("file")
-        url = ""
-        if isinstance(file_value, dict):
-            url = self._string(file_value, "url", f"{where} file")
-        elif isinstance(file_value, str):
-            url = file_value
-        url = url or self._string(data, "url", where)
-        caption = fragment_text(self._string(data, "caption", where))
-        paragraph = self.soup.new_tag("p")
-        if url.strip():
-            paragraph.append(self.soup.new_tag("img", attrs={"src": url.strip(), "alt": caption}))
-        elif caption:
-            paragraph.append(NavigableString(caption))
-        return [paragraph] if paragraph.contents else []
-
-    def _link_paragraph(self, url: str, text: str, note: str = "") -> Tag | None:
-        """A paragraph with a link to `url` labelled `text` (the URL itself when empty)."""
-        paragraph = self.soup.new_tag("p")
-        url = url.strip()
-        if url:
-            paragraph.append(self._plain("a", text or url, href=url))
-        elif text:
-            paragraph.append(NavigableString(text))
-        if note and note != text:
-            paragraph.append(NavigableString(f" ({note})"))
-        return paragraph if paragraph.contents else None
-
-    def _embed(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        source = self._string(data, "source", where) or self._string(data, "embed", where)
-        caption = fragment_text(self._string(data, "caption", where))
-        paragraph = self._link_paragraph(source, caption)
-        return [paragraph] if paragraph is not None else []
-
-    def _link(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        meta = self._object(data, "meta", where)
-        meta_where = f"{where} meta"
-        title = " ".join(self._string(meta, "title", meta_where).split())
-        site = " ".join(self._string(meta, "site_name", meta_where).split())
-        description = self._string(meta, "description", meta_where)
-        url = self._string(data, "link", where)
-        nodes: list[PageElement] = []
-        paragraph = self._link_paragraph(url, title or site, site if title else "")
-        if paragraph is not None:
-            nodes.append(paragraph)
-        if description.strip():
-            nodes.append(self._plain("p", description))
-        return nodes
-
-    def _attaches(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        file_info = self._object(data, "file", where)
-        file_where = f"{where} file"
-        name = self._string(file_info, "name", file_where)
-        title = " ".join(self._string(data, "title", where).split())
-        paragraph = self._link_paragraph(
-            self._string(file_info, "url", file_where), title or name, name if title else ""
-        )
-        return [paragraph] if paragraph is not None else []
-
-    def _raw(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
-        return [self._tag("div", self._string(data, "html", where))]
 
     def _columns(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
         columns = data.get("cols")
@@ -541,7 +225,7 @@ class _TreeBuilder:
             return []
         if not isinstance(columns, list):
             raise NormalizationError(
-                f"{where}: 'cols' must be a list, but it is {_describe(columns)}"
+                f"{where}: 'cols' must be a list, but it is {describe(columns)}"
             )
         if depth >= _MAX_COLUMN_DEPTH:
             raise NormalizationError(
@@ -560,31 +244,29 @@ class _TreeBuilder:
             nodes.append(container)
         return nodes
 
-    # -- unknown blocks ---------------------------------------------------------------------
-
-    def _unknown(self, data: dict[str, Any], where: str, depth: int) -> list[PageElement]:
+    def _unknown(self, data: dict[str, Any], where: str) -> list[PageElement]:
         # A known shape under an unknown name renders as that shape; if the shape turns out
         # not to fit, the string values are kept instead.
-        shapes: list[tuple[bool, Callable[[dict[str, Any], str, int], list[PageElement]]]] = [
-            (isinstance(data.get("code"), str), self._code),
-            (_is_list_of_items(data.get("items")), self._list),
-            (_is_list_of_rows(data.get("content")), self._table),
+        shapes: list[tuple[bool, _Renderer]] = [
+            (isinstance(data.get("code"), str), render_code),
+            (_is_list_of_items(data.get("items")), render_list),
+            (_is_list_of_rows(data.get("content")), render_table),
         ]
         for fits, render in shapes:
             if fits:
                 try:
-                    return render(data, where, depth)
+                    return render(self, data, where)
                 except NormalizationError:
                     break
         nodes: list[PageElement] = []
         for value in _strings(data):
             if _is_url(value):
-                paragraph = self._link_paragraph(value, "")
+                paragraph = link_paragraph(self, value, "")
                 if paragraph is not None:
                     nodes.append(paragraph)
             else:
-                paragraph = self._tag("p", value)
-                if self._has_content(paragraph):
+                paragraph = self.tag("p", value)
+                if has_content(paragraph):
                     nodes.append(paragraph)
         return nodes
 

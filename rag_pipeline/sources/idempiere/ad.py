@@ -23,6 +23,7 @@ from rag_pipeline.core.source import ChainOptions, DocumentError, DocumentRef, S
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.idempiere import ad_queries as q
 from rag_pipeline.sources.idempiere import ad_render as render
+from rag_pipeline.sources.idempiere.ad_records import ColumnRow, FieldLine, ParameterRow, TabRow
 from rag_pipeline.sources.idempiere.base import CURSOR_ITERSIZE, IdempiereSource, cursor_name
 
 SOURCE_TYPE = "ad_metadata"
@@ -194,7 +195,7 @@ class ADSource(IdempiereSource):
         grouped: dict[int, list[Any]] = {}
         with self.conn.cursor(row_factory=class_row(row_type)) as cur:
             for child in cur.execute(query, params):
-                key = child.window_id if isinstance(child, q.TabRow) else child.parent_id
+                key = child.window_id if isinstance(child, TabRow) else child.parent_id
                 grouped.setdefault(key, []).append(child)
         return grouped
 
@@ -204,17 +205,17 @@ class ADSource(IdempiereSource):
         """A function rendering one row of `entity`, with the children of `ids` preloaded."""
         params: dict[str, Any] = {"lang": language, "ids": ids}
         if entity == "table":
-            columns = self._children(q.COLUMNS_OF_TABLES, q.ColumnRow, params)
+            columns = self._children(q.COLUMNS_OF_TABLES, ColumnRow, params)
             return lambda row: render.render_table(row, columns.get(row.id, []))
         if entity == "window":
-            tabs: dict[int, list[q.TabRow]] = self._children(q.TABS_OF_WINDOWS, q.TabRow, params)
+            tabs: dict[int, list[TabRow]] = self._children(q.TABS_OF_WINDOWS, TabRow, params)
             tab_ids = [t.id for ts in tabs.values() for t in ts]
-            fields = self._children(q.FIELDS_OF_TABS, q.FieldLine, {**params, "ids": tab_ids})
+            fields = self._children(q.FIELDS_OF_TABS, FieldLine, {**params, "ids": tab_ids})
             return lambda row: render.render_window(row, tabs.get(row.id, []), fields)
         if entity == "tab":
-            fields = self._children(q.FIELDS_OF_TABS, q.FieldLine, params)
+            fields = self._children(q.FIELDS_OF_TABS, FieldLine, params)
             return lambda row: render.render_tab(row, fields.get(row.id, []))
         if entity == "process":
-            parameters = self._children(q.PARAMETERS_OF_PROCESSES, q.ParameterRow, params)
+            parameters = self._children(q.PARAMETERS_OF_PROCESSES, ParameterRow, params)
             return lambda row: render.render_process(row, parameters.get(row.id, []))
         return render.render_field

@@ -1,4 +1,6 @@
-"""Every SQL statement of the `ad_metadata` source, with the records its rows become.
+"""Every SQL statement of the `ad_metadata` source.
+
+The records its rows become are in `ad_records`, the fragments it is assembled from in `ad_sql`.
 
 Text columns fall back field by field from the `_Trl` row of the requested language to the
 base row (`COALESCE(NULLIF(trl.x, ''), base.x)`); for the base language no translation row
@@ -8,12 +10,25 @@ child rows, so an edit, a deactivation (which also touches `Updated`) and a dele
 change it, while listing stays one aggregate query per entity type.
 """
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
-from typing import LiteralString, cast
-
 from psycopg import sql
+
+from rag_pipeline.sources.idempiere.ad_records import (
+    FieldRow,
+    ProcessRow,
+    TableRow,
+    TabRow,
+    WindowRow,
+)
+from rag_pipeline.sources.idempiere.ad_sql import (
+    FIELD_TRL,
+    PROCESS_TRL,
+    TAB_TRL,
+    TABLE_TRL,
+    WINDOW_TRL,
+    fill,
+    literal_sql,
+    trl,
+)
 
 # The entity types (partition dimension) and the AD table each source id names.
 ENTITY_TABLES: dict[str, str] = {
@@ -34,184 +49,11 @@ TRL_TABLES = (
 )
 
 
-def _sql(text: str) -> sql.SQL:
-    # The statements are assembled from constants of this module only, never from values.
-    return sql.SQL(cast(LiteralString, text))
-
-
-def _trl(alias: str, base: str, column: str) -> str:
-    return f"COALESCE(NULLIF({alias}.{column}, ''), {base}.{column})"
-
-
-def _join_trl(table: str, alias: str, base: str) -> str:
-    return (
-        f"LEFT JOIN {table}_trl {alias} ON {alias}.{table}_id = {base}.{table}_id "
-        f"AND {alias}.ad_language = %(lang)s AND {alias}.isactive = 'Y'"
-    )
-
-
-def _fill(template: str, fills: Mapping[str, str]) -> str:
-    """`template` with each `{placeholder}` of `fills` replaced by its SQL."""
-    for placeholder, text in fills.items():
-        template = template.replace("{" + placeholder + "}", text)
-    return template
-
-
-# The translated columns and translation joins each entity's statements use, by placeholder.
-_TABLE_TRL = {"name": _trl("tt", "tb", "name"), "join_trl": _join_trl("ad_table", "tt", "tb")}
-_WINDOW_TRL = {
-    "name": _trl("wt", "w", "name"),
-    "description": _trl("wt", "w", "description"),
-    "help": _trl("wt", "w", "help"),
-    "join_trl": _join_trl("ad_window", "wt", "w"),
-}
-_TAB_TRL = {
-    "window_name": _trl("wt", "w", "name"),
-    "name": _trl("tt", "tab", "name"),
-    "description": _trl("tt", "tab", "description"),
-    "help": _trl("tt", "tab", "help"),
-    "commitwarning": _trl("tt", "tab", "commitwarning"),
-    "join_window_trl": _join_trl("ad_window", "wt", "w"),
-    "join_trl": _join_trl("ad_tab", "tt", "tab"),
-}
-_FIELD_TRL = {
-    "window_name": _trl("wt", "w", "name"),
-    "tab_name": _trl("tt", "tab", "name"),
-    "name": _trl("ft", "f", "name"),
-    "join_trl": _join_trl("ad_field", "ft", "f"),
-    "join_tab_trl": _join_trl("ad_tab", "tt", "tab"),
-    "join_window_trl": _join_trl("ad_window", "wt", "w"),
-}
-_PROCESS_TRL = {
-    "name": _trl("pt", "p", "name"),
-    "description": _trl("pt", "p", "description"),
-    "help": _trl("pt", "p", "help"),
-    "join_trl": _join_trl("ad_process", "pt", "p"),
-}
-
-
-# --- records -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Listed:
-    """One document in a listing: its record id and cheap version parts."""
-
-    id: int
-    updated: datetime
-    rows: int
-
-
-@dataclass(frozen=True)
-class TableRow:
-    """An AD_Table in one language."""
-
-    id: int
-    tablename: str
-    name: str
-    description: str | None
-    help: str | None
-    isview: str
-    entitytype: str
-
-
-@dataclass(frozen=True)
-class ColumnRow:
-    """An active AD_Column of a table."""
-
-    parent_id: int
-    name: str
-    columnname: str
-    description: str | None
-    iskey: str
-    ismandatory: str
-
-
-@dataclass(frozen=True)
-class WindowRow:
-    """An AD_Window in one language."""
-
-    id: int
-    name: str
-    description: str | None
-    help: str | None
-    windowtype: str
-    entitytype: str
-
-
-@dataclass(frozen=True)
-class TabRow:
-    """An AD_Tab with its window's name and table (a document, or a line of a window)."""
-
-    id: int
-    window_id: int
-    window_name: str
-    name: str
-    description: str | None
-    help: str | None
-    commitwarning: str | None
-    tablename: str | None
-    tablevel: int
-    seqno: int
-
-
-@dataclass(frozen=True)
-class FieldLine:
-    """An active AD_Field of a tab, as a window or tab summary lists it."""
-
-    parent_id: int
-    name: str
-    columnname: str | None
-
-
-@dataclass(frozen=True)
-class FieldRow:
-    """The AD_Field chosen for one column name of a window, with its context."""
-
-    id: int
-    window_id: int
-    window_name: str
-    tab_id: int
-    tab_name: str
-    name: str
-    description: str | None
-    help: str | None
-    columnname: str | None
-    tablename: str | None
-
-
-@dataclass(frozen=True)
-class ProcessRow:
-    """An AD_Process (or report) in one language."""
-
-    id: int
-    value: str | None
-    name: str
-    description: str | None
-    help: str | None
-    isreport: str
-    classname: str | None
-    entitytype: str
-
-
-@dataclass(frozen=True)
-class ParameterRow:
-    """An active AD_Process_Para of a process."""
-
-    parent_id: int
-    name: str
-    columnname: str
-    description: str | None
-    help: str | None
-    ismandatory: str
-    isrange: str
-
-
 # --- listing: every document of an entity type with its version parts -------------------------
 # Each statement also selects text columns (for reading it as a whole); listing wraps it and
 # keeps id/updated/rows, which PostgreSQL then computes alone.
 
-_TABLE = _fill(
+_TABLE = fill(
     """
 SELECT tb.ad_table_id::int AS id,
        GREATEST(tb.updated, tt.updated, cols.updated) AS updated,
@@ -229,10 +71,10 @@ LEFT JOIN (
 ) cols ON cols.ad_table_id = tb.ad_table_id
 WHERE tb.isactive = 'Y'
 """,
-    _TABLE_TRL,
+    TABLE_TRL,
 )
 
-_WINDOW = _fill(
+_WINDOW = fill(
     """
 SELECT w.ad_window_id::int AS id,
        GREATEST(w.updated, wt.updated, tabs.updated, fields.updated) AS updated,
@@ -261,10 +103,10 @@ LEFT JOIN (
 ) fields ON fields.ad_window_id = w.ad_window_id
 WHERE w.isactive = 'Y'
 """,
-    _WINDOW_TRL,
+    WINDOW_TRL,
 )
 
-_TAB = _fill(
+_TAB = fill(
     """
 SELECT tab.ad_tab_id::int AS id,
        GREATEST(tab.updated, tt.updated, w.updated, wt.updated, tb.updated, fields.updated)
@@ -290,14 +132,14 @@ LEFT JOIN (
 ) fields ON fields.ad_tab_id = tab.ad_tab_id
 WHERE tab.isactive = 'Y'
 """,
-    _TAB_TRL,
+    TAB_TRL,
 )
 
 # One field per column name and window, as the seed does (`DISTINCT ON`): the same column
 # shown on several tabs is one piece of help. The representative is chosen on the base row
 # (help first, then tab and field order) so every language documents the same AD_Field; fields
 # with neither help nor description (own or their column's) have nothing to document.
-_FIELD = _fill(
+_FIELD = fill(
     """
 SELECT rep.id, GREATEST(f.updated, ft.updated, tab.updated, tt.updated, w.updated,
                         wt.updated, c.updated, tb.updated) AS updated,
@@ -332,10 +174,10 @@ LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 {join_tab_trl}
 {join_window_trl}
 """,
-    _FIELD_TRL,
+    FIELD_TRL,
 )
 
-_PROCESS = _fill(
+_PROCESS = fill(
     """
 SELECT p.ad_process_id::int AS id,
        GREATEST(p.updated, pt.updated, params.updated) AS updated,
@@ -354,14 +196,14 @@ LEFT JOIN (
 ) params ON params.ad_process_id = p.ad_process_id
 WHERE p.isactive = 'Y'
 """,
-    _PROCESS_TRL,
+    PROCESS_TRL,
 )
 
 # --- fetching: the rows a document is rendered from, by primary key --------------------------
 # No aggregates here: a fetched document keeps the version its listing gave it, so a batch
 # costs its own rows, not a pass over the child tables.
 
-_TABLE_ROWS = _fill(
+_TABLE_ROWS = fill(
     """
 SELECT tb.ad_table_id::int AS id, tb.tablename, {name} AS name, tb.description, tb.help,
        tb.isview, tb.entitytype
@@ -369,10 +211,10 @@ FROM ad_table tb
 {join_trl}
 WHERE tb.isactive = 'Y' AND tb.ad_table_id = ANY(%(ids)s)
 """,
-    _TABLE_TRL,
+    TABLE_TRL,
 )
 
-_WINDOW_ROWS = _fill(
+_WINDOW_ROWS = fill(
     """
 SELECT w.ad_window_id::int AS id, {name} AS name, {description} AS description,
        {help} AS help, w.windowtype, w.entitytype
@@ -380,10 +222,10 @@ FROM ad_window w
 {join_trl}
 WHERE w.isactive = 'Y' AND w.ad_window_id = ANY(%(ids)s)
 """,
-    _WINDOW_TRL,
+    WINDOW_TRL,
 )
 
-_TAB_ROWS = _fill(
+_TAB_ROWS = fill(
     """
 SELECT tab.ad_tab_id::int AS id, w.ad_window_id::int AS window_id,
        {window_name} AS window_name, {name} AS name, {description} AS description,
@@ -396,11 +238,11 @@ JOIN ad_window w ON w.ad_window_id = tab.ad_window_id AND w.isactive = 'Y'
 LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 WHERE tab.isactive = 'Y' AND {key} = ANY(%(ids)s)
 """,
-    _TAB_TRL,
+    TAB_TRL,
 )
 
 # The listing chose which field documents a column (DISTINCT ON); a fetch renders those.
-_FIELD_ROWS = _fill(
+_FIELD_ROWS = fill(
     """
 SELECT f.ad_field_id::int AS id, w.ad_window_id::int AS window_id,
        {window_name} AS window_name, tab.ad_tab_id::int AS tab_id, {tab_name} AS tab_name,
@@ -419,10 +261,10 @@ LEFT JOIN ad_table tb ON tb.ad_table_id = tab.ad_table_id
 {join_window_trl}
 WHERE f.isactive = 'Y' AND f.ad_field_id = ANY(%(ids)s)
 """,
-    _FIELD_TRL,
+    FIELD_TRL,
 )
 
-_PROCESS_ROWS = _fill(
+_PROCESS_ROWS = fill(
     """
 SELECT p.ad_process_id::int AS id, NULLIF(p.value, '') AS value, {name} AS name,
        {description} AS description, {help} AS help, p.isreport, p.classname, p.entitytype
@@ -430,7 +272,7 @@ FROM ad_process p
 {join_trl}
 WHERE p.isactive = 'Y' AND p.ad_process_id = ANY(%(ids)s)
 """,
-    _PROCESS_TRL,
+    PROCESS_TRL,
 )
 
 _FETCH_QUERIES = {
@@ -459,26 +301,26 @@ DOCUMENT_ROWS: dict[str, type] = {
 
 def listing_query(entity: str) -> sql.Composed:
     """id, updated, rows of every document of `entity` (parameter: `lang`)."""
-    inner = _sql(_LISTING_QUERIES[entity])
+    inner = literal_sql(_LISTING_QUERIES[entity])
     return sql.SQL("SELECT d.id, d.updated, d.rows FROM ({}) d ORDER BY d.id").format(inner)
 
 
 def change_token_query(entity: str) -> sql.Composed:
     """count, max(updated), sum(rows) over every document of `entity` (parameter: `lang`)."""
-    inner = _sql(_LISTING_QUERIES[entity])
+    inner = literal_sql(_LISTING_QUERIES[entity])
     return sql.SQL("SELECT count(*), max(d.updated), sum(d.rows) FROM ({}) d").format(inner)
 
 
 def fetch_query(entity: str) -> sql.SQL:
     """The document rows of `entity` for the ids in `ids` (parameters: `lang`, `ids`)."""
-    return _sql(_FETCH_QUERIES[entity] + " ORDER BY id")
+    return literal_sql(_FETCH_QUERIES[entity] + " ORDER BY id")
 
 
 # --- child rows: what a window, tab, table or process lists ------------------------------------
 
-COLUMNS_OF_TABLES = _sql(
+COLUMNS_OF_TABLES = literal_sql(
     "SELECT c.ad_table_id::int AS parent_id, "
-    + _trl("ct", "c", "name")
+    + trl("ct", "c", "name")
     + " AS name, c.columnname, c.description, c.iskey, c.ismandatory "
     "FROM ad_column c "
     "LEFT JOIN ad_column_trl ct ON ct.ad_column_id = c.ad_column_id "
@@ -487,12 +329,12 @@ COLUMNS_OF_TABLES = _sql(
     "ORDER BY c.ad_table_id, c.iskey DESC, COALESCE(c.seqno, 0), c.columnname"
 )
 
-TABS_OF_WINDOWS = _sql(
+TABS_OF_WINDOWS = literal_sql(
     _TAB_ROWS.replace("{key}", "w.ad_window_id") + " ORDER BY window_id, seqno, id"
 )
 
-FIELDS_OF_TABS = _sql(
-    "SELECT f.ad_tab_id::int AS parent_id, " + _trl("ft", "f", "name") + " AS name, c.columnname "
+FIELDS_OF_TABS = literal_sql(
+    "SELECT f.ad_tab_id::int AS parent_id, " + trl("ft", "f", "name") + " AS name, c.columnname "
     "FROM ad_field f "
     "LEFT JOIN ad_field_trl ft ON ft.ad_field_id = f.ad_field_id "
     "AND ft.ad_language = %(lang)s AND ft.isactive = 'Y' "
@@ -501,13 +343,13 @@ FIELDS_OF_TABS = _sql(
     "ORDER BY f.ad_tab_id, COALESCE(f.seqno, 0), f.ad_field_id"
 )
 
-PARAMETERS_OF_PROCESSES = _sql(
+PARAMETERS_OF_PROCESSES = literal_sql(
     "SELECT pp.ad_process_id::int AS parent_id, "
-    + _trl("ppt", "pp", "name")
+    + trl("ppt", "pp", "name")
     + " AS name, pp.columnname, "
-    + _trl("ppt", "pp", "description")
+    + trl("ppt", "pp", "description")
     + " AS description, "
-    + _trl("ppt", "pp", "help")
+    + trl("ppt", "pp", "help")
     + " AS help, pp.ismandatory, pp.isrange "
     "FROM ad_process_para pp "
     "LEFT JOIN ad_process_para_trl ppt ON ppt.ad_process_para_id = pp.ad_process_para_id "

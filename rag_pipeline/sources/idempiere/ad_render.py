@@ -13,7 +13,7 @@ from typing import Any
 
 from rag_pipeline.core.normalize import html_to_markdown
 from rag_pipeline.core.normalize.inline import collapse_whitespace
-from rag_pipeline.sources.idempiere.ad_queries import (
+from rag_pipeline.sources.idempiere.ad_records import (
     ColumnRow,
     FieldLine,
     FieldRow,
