@@ -37,6 +37,8 @@ def _one_line_errors() -> Iterator[None]:
         yield
     except (ValueError, ConfigError, EmbeddingModelError, ModelMismatchError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except psycopg.errors.DiskFull as exc:
+        raise click.ClickException(error_message(exc) or str(exc)) from exc
     except psycopg.OperationalError as exc:  # unreachable server, or no free pooled connection
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise click.ClickException(f"the vector database cannot be reached: {first}") from exc

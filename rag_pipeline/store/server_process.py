@@ -17,6 +17,8 @@ from rag_pipeline.store.server_user import EmbeddedServerError, ServerUser, serv
 _SOCKET_NAME = ".s.PGSQL.5432"
 # sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
 _MAX_SOCKET_PATH = 100
+# What one failed start can have logged, and more than enough to find its FATAL line.
+_LOG_READ_LIMIT = 1 << 20
 
 
 def private_socket(socket_dir: Path, pgdata: Path, user: ServerUser) -> bool:
@@ -102,6 +104,7 @@ def run(
     """Run a program of the server as its user; a failure raises `EmbeddedServerError`."""
     # A file, not a pipe, for the server's output: a pipe the postmaster inherits would keep
     # this call waiting for its end.
+    logged_from = stdout.tell() if stdout is not None else 0
     result = subprocess.run(
         command,
         input=stdin,
@@ -113,9 +116,37 @@ def run(
         **user.run_kwargs(pgdata),  # type: ignore[arg-type]
     )
     if result.returncode != 0:
-        detail = (result.stderr or "").strip() if isinstance(result.stderr, str) else ""
+        log = pgdata.parent / "postgres.log"
+        if isinstance(result.stderr, str):
+            detail = result.stderr.strip()
+        else:
+            reason = _logged_failure(log, logged_from, pgdata)
+            detail = f"{reason} (see {log})" if reason else ""
         name = Path(command[0]).name
         raise EmbeddedServerError(
-            f"{name} failed for the embedded PostgreSQL in {pgdata}: "
-            f"{detail or 'see ' + str(pgdata.parent / 'postgres.log')}"
+            f"{name} failed for the embedded PostgreSQL in {pgdata}: {detail or 'see ' + str(log)}"
         )
+
+
+def _logged_failure(log: Path, start: int, pgdata: Path) -> str:
+    """Why a command writing to the server's log failed: its last FATAL or PANIC line there.
+
+    `pg_ctl start` only says "could not start server"; the reason (a full disk: "could not
+    write lock file") is in the log. A log that could not be written says nothing, so a disk
+    with no space left is named then.
+    """
+    try:
+        with log.open("rb") as handle:
+            handle.seek(start)
+            text = handle.read(_LOG_READ_LIMIT).decode(errors="replace")
+    except OSError:
+        text = ""
+    for line in reversed(text.splitlines()):
+        for level in ("PANIC:", "FATAL:"):
+            if level in line:
+                return " ".join(line[line.index(level) :].split())
+    try:
+        full = os.statvfs(pgdata).f_bavail == 0
+    except OSError:
+        full = False
+    return "No space left on device" if full else ""
