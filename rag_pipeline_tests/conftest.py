@@ -33,7 +33,7 @@ hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "default")
 # A runner that starts pytest with SIGTERM ignored passes that on to every process the tests
 # start, and Dagster stops the `tail -F` that mirrors a step's output with SIGTERM: the tails
 # of `dagster job execute` and of the daemon's runs would never end. `rag ingest` restores the
-# default itself (cli_ingest.py; its test ignores SIGTERM on purpose).
+# default itself (cli/run_progress.py; its test ignores SIGTERM on purpose).
 if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 

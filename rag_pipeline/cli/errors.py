@@ -11,6 +11,8 @@ from rag_pipeline.settings import ConfigError
 
 # The embedded server's pgserver-era lock: a stale one owned by another user broke every start.
 _PGSERVER_LOCK = ".lockfile"
+# strerror(ENOSPC) ("No space left on device"), lowercased, as messages and logs carry it.
+_NO_SPACE = "no space left"
 
 
 def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
@@ -29,7 +31,10 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
 
     known = (ConfigError, EmbeddingModelError, ModelMismatchError, BackupError, EmbeddedServerError)
     if isinstance(exc, known):
-        return _one_line(str(exc))
+        detail = _one_line(str(exc))
+        if _NO_SPACE in detail.lower():  # initdb, pg_ctl or pg_dump on a full disk
+            return f"the disk is full ({detail}): free space on it and run the command again"
+        return detail
     if isinstance(exc, psycopg.errors.DiskFull):
         return (
             "the database's disk is full: free space on the disk of its data folder "
@@ -39,7 +44,7 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
         return _database_message(exc)
     if isinstance(exc, OSError):
         return _os_message(exc, home)
-    storage = _dagster_storage_message(exc)
+    storage = _dagster_storage_message(exc, home)
     if storage is not None:
         return storage
     # A known failure wrapped by a library (Dagster re-raises what a step or its storage hit).
@@ -47,7 +52,7 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
     return error_message(cause, home=home) if cause is not None else None
 
 
-def _dagster_storage_message(exc: BaseException) -> str | None:
+def _dagster_storage_message(exc: BaseException, home: str) -> str | None:
     """Dagster's SQLite run storage (DAGSTER_HOME) failing: a full disk, mostly."""
     import sqlite3
 
@@ -58,6 +63,13 @@ def _dagster_storage_message(exc: BaseException) -> str | None:
     detail = _one_line(str(exc).split("\n", 1)[0])[:200]
     lowered = detail.lower()
     if "disk" in lowered or "full" in lowered:
+        # SQLite says "disk I/O error" for a full disk too; the free space tells them apart.
+        storage = os.environ.get("DAGSTER_HOME") or os.path.join(home, "dagster")
+        if _no_space_left(storage):
+            return (
+                f"Dagster's run storage cannot be written, its disk is full ({detail}): free "
+                f"space on the disk of DAGSTER_HOME ({storage}) and run the command again"
+            )
         return (
             f"Dagster's run storage cannot be written ({detail}); free space on the disk of "
             "DAGSTER_HOME (RAG_HOME/dagster by default) and run the command again"
@@ -68,7 +80,7 @@ def _dagster_storage_message(exc: BaseException) -> str | None:
 def _database_message(exc: BaseException) -> str:
     detail = _one_line(str(exc))
     lowered = detail.lower()
-    if "no space left" in lowered or "could not extend file" in lowered:
+    if _NO_SPACE in lowered or "could not extend file" in lowered:
         return (
             f"the database's disk is full ({detail}); free space on that disk and run the "
             "command again"
@@ -104,6 +116,17 @@ def _os_message(exc: OSError, home: str) -> str:
             "owner to"
         )
     return f"{reason}{where}"
+
+
+def _no_space_left(path: str) -> bool:
+    """Whether the disk of `path` (or of its nearest existing parent) has no free block."""
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _one_line(text: str) -> str:

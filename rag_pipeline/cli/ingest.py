@@ -9,44 +9,20 @@ tags. `--source all` is the CI recipe: every partition of every source (the conf
 every one ingested before), and exit status 1 if any run failed.
 """
 
-import signal
 import sys
-import threading
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 
 from rag_pipeline.cli.common import cli_settings, errors_as_messages, location
+from rag_pipeline.cli.run_progress import RunSummary, execute_with_progress, short
 from rag_pipeline.orchestration.source_registry import SOURCE_NAMES, SourceSpec, source_spec
 from rag_pipeline.settings import Settings
 
 SOURCES = SOURCE_NAMES
 _ALL = "all"
-# The code location `dagster job execute -m` loads, whose jobs `rag ingest` runs.
-_CODE_LOCATION_MODULE = "rag_pipeline.definitions"
-_CODE_LOCATION_ATTRIBUTE = "defs"
-# Tags the run so the command finds it while it runs (`execute_job` makes its own run id).
-_INVOCATION_TAG = "rag/ingest"
-
-
-@dataclass
-class RunSummary:
-    """What one partition's run did, for the terminal."""
-
-    source: str
-    partition_key: str
-    success: bool
-    error: str = ""
-    seconds: float = 0.0
-    run_id: str = ""
-    stats: dict[str, Any] = field(default_factory=lambda: {})
-    failures: list[tuple[str, str, str, str]] = field(default_factory=lambda: [])
 
 
 class AlreadyRunning(click.ClickException):
@@ -116,7 +92,7 @@ def ingest(
                 _print_summary(summary)
                 any_failed = any_failed or bool(summary.failures)
                 if not summary.success:
-                    failed_runs.append(f"{spec.name}/{_short(key)}")
+                    failed_runs.append(f"{spec.name}/{short(key)}")
                     click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
     if failed_runs:
         raise click.ClickException(
@@ -212,13 +188,13 @@ def _run_job(
     ):
         if not acquired:
             raise AlreadyRunning(
-                f"{source}/{_short(partition_key)} is already being ingested by another process; "
+                f"{source}/{short(partition_key)} is already being ingested by another process; "
                 "its result will be in `rag status` when it ends"
             )
         # Dynamic partitions (one per folder, category, language; or a dimension of a multi-
         # partition key) must be known to the instance before a run can use them.
         register(job.partitions_def, [partition_key], instance)
-        _execute_with_progress(
+        execute_with_progress(
             instance,
             spec.ingest_job,
             invocation,
@@ -236,109 +212,12 @@ def _run_job(
     return summary
 
 
-def _execute_with_progress(
-    instance: Any,
-    job_name: str,
-    invocation: str,
-    partition_key: str,
-    run_config: dict[str, Any],
-    summary: RunSummary,
-) -> None:
-    import dagster as dg
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
-    # What `dagster job execute -m rag_pipeline.definitions` runs: the job reconstructable
-    # from the module, so an out-of-process executor (multiprocess, Celery) can load it too.
-    job = ReconstructableRepository.for_module(
-        _CODE_LOCATION_MODULE, _CODE_LOCATION_ATTRIBUTE
-    ).get_reconstructable_job(job_name)
-
-    def execute() -> None:
-        try:
-            with dg.execute_job(
-                job,
-                instance=instance,
-                run_config=run_config,
-                tags={"dagster/partition": partition_key, _INVOCATION_TAG: invocation},
-                raise_on_error=False,
-            ) as result:
-                summary.run_id = result.run_id
-                summary.success = result.success
-                failure = next((e for e in result.all_events if e.is_step_failure), None)
-                summary.error = (failure.message or "") if failure else ""
-        except Exception as exc:  # surfaced by the caller, after the progress bar closes
-            summary.error = f"{type(exc).__name__}: {exc}"
-
-    worker = threading.Thread(target=execute, daemon=True)
-    started = time.perf_counter()
-    with _terminable_children():
-        worker.start()
-        _show_progress(worker, instance, invocation, summary)
-    summary.seconds = time.perf_counter() - started
-
-
-@contextmanager
-def _terminable_children() -> Iterator[None]:
-    """SIGTERM at its default action while a run starts processes, when it was ignored.
-
-    Dagster mirrors each step's output with a `tail -F` that it stops with SIGTERM. A child
-    inherits an ignored signal: started from a shell or CI runner that ignores SIGTERM, each
-    step waited 30 s for its `tail`, and the tails outlived `rag ingest`, holding its stdout
-    open, so a caller reading that output never saw it end.
-    """
-    ignored = signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-    if not ignored or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-def _show_progress(
-    worker: threading.Thread, instance: Any, invocation: str, summary: RunSummary
-) -> None:
-    import dagster as dg
-
-    label = f"{summary.source}/{_short(summary.partition_key)}"
-    run_id = ""
-    steps = 1
-    with click.progressbar(length=1000, label=label) as bar:
-        done = 0
-        while worker.is_alive():
-            worker.join(0.25)
-            if not run_id:
-                runs = instance.get_runs(
-                    filters=dg.RunsFilter(tags={_INVOCATION_TAG: invocation}), limit=1
-                )
-                if not runs or runs[0].execution_plan_snapshot_id is None:
-                    continue
-                run_id = runs[0].run_id
-                plan = instance.get_execution_plan_snapshot(runs[0].execution_plan_snapshot_id)
-                steps = max(len(plan.steps), 1)
-            finished = min(_finished_steps(instance, run_id) * 1000 // steps, 1000)
-            bar.update(finished - done)
-            done = finished
-        bar.update(1000 - done)
-
-
-def _finished_steps(instance: Any, run_id: str) -> int:
-    import dagster as dg
-
-    records = instance.get_records_for_run(
-        run_id, of_type={dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
-    ).records
-    return len(records)
-
-
 def _print_summary(summary: RunSummary) -> None:
     stats = summary.stats
     failed = len({f[1] for f in summary.failures})
     if stats:
         click.echo(
-            f"{summary.source}/{_short(summary.partition_key)}: {stats['documents_new']} new, "
+            f"{summary.source}/{short(summary.partition_key)}: {stats['documents_new']} new, "
             f"{stats['documents_changed']} changed, {stats['documents_unchanged']} unchanged, "
             f"{stats['documents_deleted']} deleted, {failed} failed documents; "
             f"{stats['chunks_embedded']} chunks embedded, {stats['chunks_reused']} reused "
@@ -346,10 +225,6 @@ def _print_summary(summary: RunSummary) -> None:
         )
     for _, source_id, stage, reason in summary.failures:
         click.secho(f"  failed: {source_id} ({stage}): {reason}", fg="yellow", err=True)
-
-
-def _short(partition_key: str) -> str:
-    return partition_key if len(partition_key) <= 40 else "…" + partition_key[-39:]
 
 
 @click.command()
@@ -401,14 +276,14 @@ def status() -> None:
         )
     for run in runs:
         click.echo(
-            f"last run: {run.source_type}/{_short(run.partition_key)} at "
+            f"last run: {run.source_type}/{short(run.partition_key)} at "
             f"{run.finished_at:%Y-%m-%d %H:%M:%S}, {run.failed_documents} failed documents"
         )
     if failures:
         click.echo(f"failed documents ({len(failures)}):")
     for failure in failures:
         click.echo(
-            f"  {failure.source_type}/{_short(failure.partition_key)}: {failure.source_id} "
+            f"  {failure.source_type}/{short(failure.partition_key)}: {failure.source_id} "
             f"({failure.stage}): {failure.reason[:200]}"
         )
 

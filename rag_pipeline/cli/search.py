@@ -16,6 +16,8 @@ import click
 
 if TYPE_CHECKING:
     from rag_pipeline.search.engine import Searcher, SearchHit
+    from rag_pipeline.search.query import Query
+    from rag_pipeline.search.understanding import PreparedQuery
 
 _MODES = ("hybrid", "vector", "keyword")
 
@@ -35,6 +37,8 @@ def _one_line_errors() -> Iterator[None]:
         yield
     except (ValueError, ConfigError, EmbeddingModelError, ModelMismatchError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except psycopg.errors.DiskFull as exc:
+        raise click.ClickException(error_message(exc) or str(exc)) from exc
     except psycopg.OperationalError as exc:  # unreachable server, or no free pooled connection
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise click.ClickException(f"the vector database cannot be reached: {first}") from exc
@@ -137,170 +141,178 @@ def _batch(searcher: "Searcher", path: Path, options: dict[str, Any], as_json: b
 
 def register(main: click.Group) -> None:
     """Add `search` and `eval` to the `rag` command group."""
+    main.add_command(search)
+    main.add_command(evaluate_command)
 
-    @main.command()
-    @click.argument("query", required=False)
-    @click.option("--top-k", "-k", default=5, show_default=True, type=click.IntRange(1, 1000))
-    @click.option(
-        "--mode",
-        type=click.Choice(_MODES),
-        help="hybrid (vector + keyword, fused), vector or keyword. [default: RAG_SEARCH_MODE]",
-    )
-    @click.option("--source", "sources", multiple=True, help="Only this source type (repeatable).")
-    @click.option(
-        "--lang",
-        "languages",
-        multiple=True,
-        help="Only this language, e.g. es_CO or es (repeatable); one also sets the query's.",
-    )
-    @click.option("--query-lang", help="The query's language (default: detected).")
-    @click.option("--breadcrumb", help="Only documents whose breadcrumb starts with this.")
-    @click.option("--min-score", type=float, help="Drop hits scoring below this.")
-    @click.option(
-        "--per-document",
-        type=click.IntRange(0),
-        help="Sections of one document listed before the next documents' (0: no limit). "
-        "[default: RAG_SEARCH_SECTIONS_PER_DOCUMENT]",
-    )
-    @click.option(
-        "--expand",
-        type=click.Choice(["parent", "chunk"]),
-        default="parent",
-        show_default=True,
-        help="Return each hit's whole parent section, or only the matching chunk.",
-    )
-    @click.option(
-        "--explain",
-        is_flag=True,
-        help="Show each leg's rank and score per hit, and the words the search vocabulary added.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
-    @click.option(
-        "--queries",
-        "queries_file",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help='Run every {"id", "text"} line of a JSONL file (with --json: one line each).',
-    )
-    def search(
-        query: str | None,
-        top_k: int,
-        mode: str | None,
-        sources: tuple[str, ...],
-        languages: tuple[str, ...],
-        query_lang: str | None,
-        breadcrumb: str | None,
-        min_score: float | None,
-        per_document: int | None,
-        expand: str,
-        explain: bool,
-        as_json: bool,
-        queries_file: Path | None,
-    ) -> None:
-        """Search the index (hybrid: vector + keyword with identifiers) and print the best
-        sections. A misspelled word is searched as the word meant (the table says so;
-        RAG_SEARCH_TYPO_CORRECTION=false turns it off)."""
-        if (query is None) == (queries_file is None):
-            raise click.UsageError("give a QUERY or --queries FILE")
-        options: dict[str, Any] = {
-            "top_k": top_k,
-            "mode": mode,
-            "source_types": sources or None,
-            "languages": languages or None,
-            "language": query_lang,
-            "breadcrumb": breadcrumb,
-            "min_score": min_score,
-            "sections_per_document": per_document,
-            "explain": explain,
-            "expand": "chunk" if expand == "chunk" else "parent",
-        }
-        with _one_line_errors():
-            searcher = _searcher()
-            if queries_file is not None:
-                _batch(searcher, queries_file, options, as_json)
-                return
-            assert query is not None
-            typed = searcher.prepare(query, query_lang, languages)
-            searched = searcher.corrected(typed)
-            prepared = None
-            hits = searcher.search(searched, **options)
-            title, caption = query, ""
-            if searched.text != typed.text:
-                title = f"{query}  (searched as: {searched.text})"
-            if explain and not as_json:
-                added = searcher.expansion(searched)
-                caption = f"search vocabulary added: {added}" if added else ""
-                similar = searcher.added_words(searched, options["mode"]).similar
-                if similar:
-                    caption += "; " if caption else ""
-                    caption += (
-                        f"closest vocabulary phrase {similar.phrase!r} "
-                        f"({similar.similarity:.2f}) added: {similar.expansion}"
-                        + (" (keyword leg only)" if similar.shared_words == 1 else "")
-                    )
-                named = searcher.named(searched)
-                if named:
-                    caption += f"; read as another name for the title {named!r}"
-                prepared = searcher.understand(searched, options["mode"], query_lang, languages)
-        if as_json:
-            click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
-        else:
-            _print_table(title, hits, explain, caption)
-        if prepared is not None:
-            # What the query was understood as, and every ranking constant in effect.
-            for what, value in prepared.describe():
-                click.echo(f"{what:<20}{value}")
-            click.echo("ranking (RAG_SEARCH_RANKING='name=value,...' overrides the unnamed):")
-            for name, value, why in searcher.ranking.describe():
-                click.echo(f"  {name:<30}{value!s:<8}{why}")
 
-    @main.command("eval")
-    @click.option(
-        "--queries",
-        "queries_file",
-        required=True,
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help='JSONL: {"id", "text"} per line (optional "language" groups the report).',
-    )
-    @click.option(
-        "--qrels",
-        "qrels_file",
-        required=True,
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="TSV: query_id, source_type, source_id, grade.",
-    )
-    @click.option("--mode", type=click.Choice(_MODES), help="[default: RAG_SEARCH_MODE]")
-    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-    def evaluate_command(
-        queries_file: Path, qrels_file: Path, mode: str | None, as_json: bool
-    ) -> None:
-        """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1."""
-        from rag_pipeline.search.evaluation import METRICS, evaluate, load_qrels, load_queries
-
-        with _one_line_errors():
-            queries = load_queries(queries_file)
-            qrels = load_qrels(qrels_file)
-            searcher = _searcher()
-            report = evaluate(
-                lambda text: searcher.search(text, top_k=10, mode=mode),  # type: ignore[arg-type]
-                queries,
-                qrels,
-            )
-        if as_json:
-            click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+@click.command()
+@click.argument("query", required=False)
+@click.option("--top-k", "-k", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--mode",
+    type=click.Choice(_MODES),
+    help="hybrid (vector + keyword, fused), vector or keyword. [default: RAG_SEARCH_MODE]",
+)
+@click.option("--source", "sources", multiple=True, help="Only this source type (repeatable).")
+@click.option(
+    "--lang",
+    "languages",
+    multiple=True,
+    help="Only this language, e.g. es_CO or es (repeatable); one also sets the query's.",
+)
+@click.option("--query-lang", help="The query's language (default: detected).")
+@click.option("--breadcrumb", help="Only documents whose breadcrumb starts with this.")
+@click.option("--min-score", type=float, help="Drop hits scoring below this.")
+@click.option(
+    "--per-document",
+    type=click.IntRange(0),
+    help="Sections of one document listed before the next documents' (0: no limit). "
+    "[default: RAG_SEARCH_SECTIONS_PER_DOCUMENT]",
+)
+@click.option(
+    "--expand",
+    type=click.Choice(["parent", "chunk"]),
+    default="parent",
+    show_default=True,
+    help="Return each hit's whole parent section, or only the matching chunk.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each leg's rank and score per hit, and the words the search vocabulary added.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+@click.option(
+    "--queries",
+    "queries_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='Run every {"id", "text"} line of a JSONL file (with --json: one line each).',
+)
+def search(
+    query: str | None,
+    top_k: int,
+    mode: str | None,
+    sources: tuple[str, ...],
+    languages: tuple[str, ...],
+    query_lang: str | None,
+    breadcrumb: str | None,
+    min_score: float | None,
+    per_document: int | None,
+    expand: str,
+    explain: bool,
+    as_json: bool,
+    queries_file: Path | None,
+) -> None:
+    """Search the index (hybrid: vector + keyword with identifiers) and print the best
+    sections. A misspelled word is searched as the word meant (the table says so;
+    RAG_SEARCH_TYPO_CORRECTION=false turns it off)."""
+    if (query is None) == (queries_file is None):
+        raise click.UsageError("give a QUERY or --queries FILE")
+    options: dict[str, Any] = {
+        "top_k": top_k,
+        "mode": mode,
+        "source_types": sources or None,
+        "languages": languages or None,
+        "language": query_lang,
+        "breadcrumb": breadcrumb,
+        "min_score": min_score,
+        "sections_per_document": per_document,
+        "explain": explain,
+        "expand": "chunk" if expand == "chunk" else "parent",
+    }
+    with _one_line_errors():
+        searcher = _searcher()
+        if queries_file is not None:
+            _batch(searcher, queries_file, options, as_json)
             return
-        header = f"{'query':<14}{'lang':<7}" + "".join(f"{m:>11}" for m in METRICS)
-        click.echo(header)
-        for result in report.queries:
-            click.echo(
-                f"{result.id:<14}{result.language:<7}"
-                + "".join(f"{result.metrics[m]:>11.3f}" for m in METRICS)
-            )
-        click.echo("-" * len(header))
-        for language, values in report.by_language.items():
-            click.echo(
-                f"{'mean':<14}{language:<7}" + "".join(f"{values[m]:>11.3f}" for m in METRICS)
-            )
-        click.echo(
-            f"{'mean':<14}{'all':<7}" + "".join(f"{report.overall[m]:>11.3f}" for m in METRICS)
+        assert query is not None
+        typed = searcher.prepare(query, query_lang, languages)
+        searched = searcher.corrected(typed)
+        prepared = None
+        hits = searcher.search(searched, **options)
+        title, caption = query, ""
+        if searched.text != typed.text:
+            title = f"{query}  (searched as: {searched.text})"
+        if explain and not as_json:
+            caption = _explain_caption(searcher, searched, options["mode"])
+            prepared = searcher.understand(searched, options["mode"], query_lang, languages)
+    if as_json:
+        click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+    else:
+        _print_table(title, hits, explain, caption)
+    if prepared is not None:
+        _print_understanding(searcher, prepared)
+
+
+def _explain_caption(searcher: "Searcher", searched: "Query", mode: Any) -> str:
+    """What `--explain` says under the table: the words the search vocabulary added."""
+    added = searcher.expansion(searched)
+    caption = f"search vocabulary added: {added}" if added else ""
+    similar = searcher.added_words(searched, mode).similar
+    if similar:
+        caption += "; " if caption else ""
+        caption += (
+            f"closest vocabulary phrase {similar.phrase!r} "
+            f"({similar.similarity:.2f}) added: {similar.expansion}"
+            + (" (keyword leg only)" if similar.shared_words == 1 else "")
         )
-        click.echo(f"{len(report.queries)} labelled queries")
+    named = searcher.named(searched)
+    if named:
+        caption += f"; read as another name for the title {named!r}"
+    return caption
+
+
+def _print_understanding(searcher: "Searcher", prepared: "PreparedQuery") -> None:
+    # What the query was understood as, and every ranking constant in effect.
+    for what, value in prepared.describe():
+        click.echo(f"{what:<20}{value}")
+    click.echo("ranking (RAG_SEARCH_RANKING='name=value,...' overrides the unnamed):")
+    for name, value, why in searcher.ranking.describe():
+        click.echo(f"  {name:<30}{value!s:<8}{why}")
+
+
+@click.command("eval")
+@click.option(
+    "--queries",
+    "queries_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='JSONL: {"id", "text"} per line (optional "language" groups the report).',
+)
+@click.option(
+    "--qrels",
+    "qrels_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TSV: query_id, source_type, source_id, grade.",
+)
+@click.option("--mode", type=click.Choice(_MODES), help="[default: RAG_SEARCH_MODE]")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def evaluate_command(queries_file: Path, qrels_file: Path, mode: str | None, as_json: bool) -> None:
+    """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1."""
+    from rag_pipeline.search.evaluation import METRICS, evaluate, load_qrels, load_queries
+
+    with _one_line_errors():
+        queries = load_queries(queries_file)
+        qrels = load_qrels(qrels_file)
+        searcher = _searcher()
+        report = evaluate(
+            lambda text: searcher.search(text, top_k=10, mode=mode),  # type: ignore[arg-type]
+            queries,
+            qrels,
+        )
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        return
+    header = f"{'query':<14}{'lang':<7}" + "".join(f"{m:>11}" for m in METRICS)
+    click.echo(header)
+    for result in report.queries:
+        click.echo(
+            f"{result.id:<14}{result.language:<7}"
+            + "".join(f"{result.metrics[m]:>11.3f}" for m in METRICS)
+        )
+    click.echo("-" * len(header))
+    for language, values in report.by_language.items():
+        click.echo(f"{'mean':<14}{language:<7}" + "".join(f"{values[m]:>11.3f}" for m in METRICS))
+    click.echo(f"{'mean':<14}{'all':<7}" + "".join(f"{report.overall[m]:>11.3f}" for m in METRICS))
+    click.echo(f"{len(report.queries)} labelled queries")

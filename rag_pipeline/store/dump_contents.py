@@ -183,62 +183,103 @@ def scan(
     Raises:
         BackupError: The dump holds something else, or is truncated; one line naming it.
     """
-    contents = DumpContents()
-
-    def place(number: int) -> str:
-        return f"{where} line {number}" if numbered else where
-
-    key: bytes | None = None
-    ended = False
-    copying: str | None = None
-    pending: _Statement | None = None
-    number = 0
+    scanner = _Scanner(allowed, where, loader, numbered)
     for number, raw in enumerate(lines, 1):
+        scanner.read(number, raw)
+    return scanner.finish()
+
+
+@dataclass
+class _Scanner:
+    """Where `scan` is in a dump: before `\\restrict`, in COPY data, in a statement, or after."""
+
+    allowed: Allowlist
+    where: str
+    loader: Loader | None
+    numbered: bool
+    contents: DumpContents = field(default_factory=DumpContents)
+    key: bytes | None = None  # the \restrict line's, once read
+    ended: bool = False  # the matching \unrestrict line was read
+    copying: str | None = None  # the table whose COPY data is being read
+    pending: _Statement | None = None  # a known statement not yet at its last line
+
+    def place(self, number: int) -> str:
+        return f"{self.where} line {number}" if self.numbered else self.where
+
+    def read(self, number: int, raw: bytes) -> None:
+        """Check one line of the dump and hand what it completes to the loader."""
         if b"\r" in raw or b"\0" in raw:
             # pg_dump escapes both in data; raw, they split lines differently for psql.
-            raise _refused(place(number), "a carriage return or NUL byte (pg_dump writes none)")
+            raise _refused(
+                self.place(number), "a carriage return or NUL byte (pg_dump writes none)"
+            )
         line = raw.removesuffix(b"\n")
         if line == raw and not _UNRESTRICT.match(line):  # the last line, cut short
-            raise _truncated(where)
-        if copying is not None:
-            if line == b"\\.":
-                copying = None
-                if loader:
-                    loader.copy_end()
-            else:
-                contents.rows[copying] += 1
-                if loader:
-                    loader.copy_data(line + b"\n")
-            continue
-        if pending is not None:
-            pending = _continue(pending, line, place, loader)
-            continue
+            raise _truncated(self.where)
+        if self.copying is not None:
+            self._copy_data(self.copying, line)
+            return
+        if self.pending is not None:
+            self.pending = _continue(self.pending, line, self.place, self.loader)
+            return
         if not line.strip() or line.startswith(b"--"):
-            continue
-        if key is None:
-            if match := _RESTRICT.match(line):
-                key = match[1]
-                continue
-            if line.startswith(b"\\"):
-                meta = line.split()[0].decode(errors="replace")
-                raise _refused(place(number), f"a psql meta-command ({meta}) before \\restrict")
-            raise BackupError(
-                f"{where} is not a plain dump of pg_dump 17.6 or later: it does not start "
-                "with its \\restrict line (restore only dumps made by `rag backup`)"
-            )
-        if ended:
-            raise _refused(place(number), "more after its \\unrestrict line")
+            return
+        if self.key is None:
+            self._opening(number, line)
+            return
+        if self.ended:
+            raise _refused(self.place(number), "more after its \\unrestrict line")
         if line.startswith(b"\\"):
-            match = _UNRESTRICT.match(line)
-            if match and match[1] == key:
-                ended = True
-                continue
+            self._meta_command(number, line)
+            return
+        self._statement(number, line)
+
+    def finish(self) -> DumpContents:
+        """What the dump held, once it ended where a whole dump ends."""
+        unfinished = self.copying is not None or self.pending is not None
+        if self.key is None or not self.ended or unfinished:
+            raise _truncated(self.where)
+        return self.contents
+
+    def _copy_data(self, table: str, line: bytes) -> None:
+        if line == b"\\.":
+            self.copying = None
+            if self.loader:
+                self.loader.copy_end()
+        else:
+            self.contents.rows[table] += 1
+            if self.loader:
+                self.loader.copy_data(line + b"\n")
+
+    def _opening(self, number: int, line: bytes) -> None:
+        """The first line that is not blank or a comment: pg_dump's `\\restrict` line."""
+        if match := _RESTRICT.match(line):
+            self.key = match[1]
+            return
+        if line.startswith(b"\\"):
             meta = line.split()[0].decode(errors="replace")
-            raise _refused(place(number), f"a psql meta-command ({meta})")
+            raise _refused(self.place(number), f"a psql meta-command ({meta}) before \\restrict")
+        raise BackupError(
+            f"{self.where} is not a plain dump of pg_dump 17.6 or later: it does not start "
+            "with its \\restrict line (restore only dumps made by `rag backup`)"
+        )
+
+    def _meta_command(self, number: int, line: bytes) -> None:
+        """Only the `\\unrestrict` line matching `\\restrict`, which ends the dump."""
+        match = _UNRESTRICT.match(line)
+        if match and match[1] == self.key:
+            self.ended = True
+            return
+        meta = line.split()[0].decode(errors="replace")
+        raise _refused(self.place(number), f"a psql meta-command ({meta})")
+
+    def _statement(self, number: int, line: bytes) -> None:
+        """The first line of a COPY, a `setval`, a privilege or a known statement."""
+        allowed, loader, place = self.allowed, self.loader, self.place
         normal = _normal(line)
         if table := allowed.copies.get(normal):
-            copying = table
-            contents.rows.setdefault(table, 0)
+            self.copying = table
+            self.contents.rows.setdefault(table, 0)
             if loader:
                 loader.copy_begin(line)
         elif setval := _SETVAL.match(line):
@@ -253,13 +294,10 @@ def scan(
             if loader:
                 loader.statement(line)
         elif candidates := allowed.statements.get(normal):
-            contents.has_rag_schema |= line == b"CREATE SCHEMA rag;"
-            pending = _continue(_Statement(number, [], candidates), line, place, loader)
+            self.contents.has_rag_schema |= line == b"CREATE SCHEMA rag;"
+            self.pending = _continue(_Statement(number, [], candidates), line, place, loader)
         else:
             raise _refused(place(number), _describe(line), own=False)
-    if key is None or not ended or copying is not None or pending is not None:
-        raise _truncated(where)
-    return contents
 
 
 def _truncated(where: str) -> BackupError:

@@ -118,100 +118,115 @@ def _copy_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocumen
         return
     ts_oids = _ts_config_oids(conn, {d.ts_config for d in documents})
     with conn.cursor() as cur:
-        with cur.copy(
-            "COPY rag.documents (id, source_type, doc_key, source_id, language,"
-            " title, breadcrumb, url, original_format, source_version, content_hash, input_hash,"
-            " sanitizer_version, chunker_fingerprint, model_id, metadata, body)"
-            " FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(["text"] * 15 + ["jsonb", "text"])
-            for d in documents:
-                copy.write_row(
-                    [
-                        d.id,
-                        d.source_type,
-                        d.doc_key,
-                        d.source_id,
-                        d.language,
-                        d.title,
-                        d.breadcrumb,
-                        d.url,
-                        d.original_format,
-                        d.source_version,
-                        d.content_hash,
-                        d.input_hash,
-                        d.sanitizer_version,
-                        d.chunker_fingerprint,
-                        d.model_id,
-                        Jsonb(jsonb_safe(d.metadata)),
-                        d.body,
-                    ]
-                )
-        with cur.copy(
-            "COPY rag.sections (id, document_id, ordinal, title, heading_path, text,"
-            " start_char, end_char) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(["text", "text", "int4", "text", "text[]", "text", "int4", "int4"])
-            for d in documents:
-                for s in d.sections:
-                    copy.write_row(
-                        [
-                            s.id,
-                            d.id,
-                            s.ordinal,
-                            s.title,
-                            s.heading_path,
-                            s.text,
-                            s.start_char,
-                            s.end_char,
-                        ]
-                    )
-        with cur.copy(
-            "COPY rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
-            " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
-            " ts_config, embedding) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            # regconfig's binary form is its OID.
-            copy.set_types(
+        # In this order: a section references its document, a chunk its document and section.
+        _copy_document_rows(cur, documents)
+        _copy_section_rows(cur, documents)
+        _copy_chunk_rows(cur, documents, ts_oids)
+
+
+def _copy_document_rows(cur: psycopg.Cursor[Any], documents: Sequence[IndexedDocument]) -> None:
+    with cur.copy(
+        "COPY rag.documents (id, source_type, doc_key, source_id, language,"
+        " title, breadcrumb, url, original_format, source_version, content_hash, input_hash,"
+        " sanitizer_version, chunker_fingerprint, model_id, metadata, body)"
+        " FROM STDIN WITH (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["text"] * 15 + ["jsonb", "text"])
+        for d in documents:
+            copy.write_row(
                 [
-                    "text",
-                    "text",
-                    "text",
-                    "text",
-                    "text",
-                    "int4",
-                    "text",
-                    "text",
-                    "text",
-                    "int4",
-                    "int4",
-                    "int4",
-                    "text",
-                    "oid",
-                    "vector",
+                    d.id,
+                    d.source_type,
+                    d.doc_key,
+                    d.source_id,
+                    d.language,
+                    d.title,
+                    d.breadcrumb,
+                    d.url,
+                    d.original_format,
+                    d.source_version,
+                    d.content_hash,
+                    d.input_hash,
+                    d.sanitizer_version,
+                    d.chunker_fingerprint,
+                    d.model_id,
+                    Jsonb(jsonb_safe(d.metadata)),
+                    d.body,
                 ]
             )
-            for d in documents:
-                for c in d.chunks:
-                    copy.write_row(
-                        [
-                            c.id,
-                            d.id,
-                            c.section_id,
-                            d.source_type,
-                            d.language,
-                            c.ordinal,
-                            c.heading,
-                            c.text,
-                            c.embedded_text,
-                            c.token_count,
-                            c.start_char,
-                            c.end_char,
-                            c.text_sha256,
-                            ts_oids[d.ts_config],
-                            c.embedding,
-                        ]
-                    )
+
+
+def _copy_section_rows(cur: psycopg.Cursor[Any], documents: Sequence[IndexedDocument]) -> None:
+    with cur.copy(
+        "COPY rag.sections (id, document_id, ordinal, title, heading_path, text,"
+        " start_char, end_char) FROM STDIN WITH (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["text", "text", "int4", "text", "text[]", "text", "int4", "int4"])
+        for d in documents:
+            for s in d.sections:
+                copy.write_row(
+                    [
+                        s.id,
+                        d.id,
+                        s.ordinal,
+                        s.title,
+                        s.heading_path,
+                        s.text,
+                        s.start_char,
+                        s.end_char,
+                    ]
+                )
+
+
+def _copy_chunk_rows(
+    cur: psycopg.Cursor[Any], documents: Sequence[IndexedDocument], ts_oids: dict[str, int]
+) -> None:
+    with cur.copy(
+        "COPY rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
+        " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
+        " ts_config, embedding) FROM STDIN WITH (FORMAT BINARY)"
+    ) as copy:
+        # regconfig's binary form is its OID.
+        copy.set_types(
+            [
+                "text",
+                "text",
+                "text",
+                "text",
+                "text",
+                "int4",
+                "text",
+                "text",
+                "text",
+                "int4",
+                "int4",
+                "int4",
+                "text",
+                "oid",
+                "vector",
+            ]
+        )
+        for d in documents:
+            for c in d.chunks:
+                copy.write_row(
+                    [
+                        c.id,
+                        d.id,
+                        c.section_id,
+                        d.source_type,
+                        d.language,
+                        c.ordinal,
+                        c.heading,
+                        c.text,
+                        c.embedded_text,
+                        c.token_count,
+                        c.start_char,
+                        c.end_char,
+                        c.text_sha256,
+                        ts_oids[d.ts_config],
+                        c.embedding,
+                    ]
+                )
 
 
 def _ts_config_oids(conn: psycopg.Connection, names: set[str]) -> dict[str, int]:

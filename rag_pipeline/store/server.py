@@ -17,22 +17,30 @@ Decision: we run `initdb` / `pg_ctl` ourselves, so that
   data folder (`server_user.py`) and is pointed at the folder through `/proc/self/cwd`: the
   process starts inside it, so it never has to traverse RAG_HOME's parents and no parent's
   mode is changed.
+
+This module starts and stops the server; the files we write into its data folder are in
+`server_files.py`, and its programs run through `server_process.py`.
 """
 
 import contextlib
 import fcntl
 import os
-import secrets
-import shutil
 import stat
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 from urllib.parse import quote
 
 from rag_pipeline.settings import Settings
+from rag_pipeline.store.server_files import (
+    SUPERUSER,
+    initdb,
+    is_secured,
+    set_password,
+    superuser_password,
+    write_config,
+)
+from rag_pipeline.store.server_files import passfile as passfile
+from rag_pipeline.store.server_process import new_socket_dir, pg_ctl, postmaster, private_socket
 from rag_pipeline.store.server_user import (
     EmbeddedServerError as EmbeddedServerError,
 )
@@ -40,7 +48,6 @@ from rag_pipeline.store.server_user import (
     ServerUser,
     hand_over,
     owner_of,
-    server_bin_dir,
     server_user,
     user_name_for,
 )
@@ -49,17 +56,6 @@ from rag_pipeline.store.server_user import (
 )
 
 EMBEDDED_DATABASE = "rag"
-_SUPERUSER = "postgres"
-_SOCKET_NAME = ".s.PGSQL.5432"
-# sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
-_MAX_SOCKET_PATH = 100
-_HBA = (
-    "# Written by rag_pipeline: local socket only, and only with the password in RAG_HOME.\n"
-    "local   all   all                 scram-sha-256\n"
-    "host    all   all   0.0.0.0/0     reject\n"
-    "host    all   all   ::/0          reject\n"
-)
-_CONF_INCLUDE = "include_if_exists = 'rag_pipeline.conf'\n"
 _START_SECONDS = 60
 
 
@@ -104,7 +100,7 @@ def resolve_conninfo(settings: Settings) -> str:
 
 def embedded_server_running(settings: Settings) -> bool:
     """True when the embedded server of RAG_HOME runs and accepts connections."""
-    return _postmaster(embedded_data_dir(settings)) is not None
+    return postmaster(embedded_data_dir(settings)) is not None
 
 
 def stop_embedded_server(settings: Settings) -> bool:
@@ -113,9 +109,9 @@ def stop_embedded_server(settings: Settings) -> bool:
     if not (pgdata / "postmaster.pid").exists():
         return False
     with _home_lock(settings.home):
-        running = _postmaster(pgdata)
+        running = postmaster(pgdata)
         owner = owner_of(pgdata) or server_user(pgdata)
-        _pg_ctl(owner, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
+        pg_ctl(owner, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
         if running is not None and running != pgdata:
             # The private socket folder in /tmp; a new one is made at the next start.
             with contextlib.suppress(OSError):
@@ -126,15 +122,10 @@ def stop_embedded_server(settings: Settings) -> bool:
 # -- connection strings and the database ------------------------------------------------------
 
 
-def passfile(home: Path) -> Path:
-    """The libpq password file of the embedded server (0600)."""
-    return home / "pgpass"
-
-
 def _uri(socket_dir: Path, database: str, home: Path) -> str:
     host = quote(str(socket_dir), safe="/")
     pgpass = quote(str(passfile(home)), safe="/")
-    return f"postgresql://{_SUPERUSER}@/{database}?host={host}&passfile={pgpass}"
+    return f"postgresql://{SUPERUSER}@/{database}?host={host}&passfile={pgpass}"
 
 
 def _ensure_database(admin_uri: str, name: str) -> None:
@@ -167,25 +158,25 @@ def _home_lock(home: Path) -> Iterator[None]:
 def _ensure_running(home: Path, pgdata: Path) -> Path:
     user = server_user(pgdata)
     _take_over_from_earlier_user(pgdata, user)
-    password, new_password = _password(home)
+    password, new_password = superuser_password(home)
     if not (pgdata / "PG_VERSION").exists():
-        _initdb(pgdata, user, password)
-    elif new_password or not _is_secured(pgdata):
+        initdb(pgdata, user, password)
+    elif new_password or not is_secured(pgdata):
         # A data folder made by pgserver's launcher (trust for everyone), or one whose
         # password file was deleted: stop its server, give the superuser the password of
         # RAG_HOME/pgpass and require it from now on.
-        _pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
-        _set_password(pgdata, user, password)
-    running = _postmaster(pgdata)
-    if running is not None and _private_socket(running, pgdata, user):
+        pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
+        set_password(pgdata, user, password)
+    running = postmaster(pgdata)
+    if running is not None and private_socket(running, pgdata, user):
         return running
     if running is not None:
-        _pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
-    socket_dir = _new_socket_dir(pgdata, user)
-    _write_config(pgdata, user, socket_dir)
+        pg_ctl(user, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"])
+    socket_dir = new_socket_dir(pgdata, user)
+    write_config(pgdata, user, socket_dir)
     log = home / "postgres.log"
     with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
-        _pg_ctl(user, pgdata, ["start", "-w", "-t", str(_START_SECONDS)], stdout=out)
+        pg_ctl(user, pgdata, ["start", "-w", "-t", str(_START_SECONDS)], stdout=out)
     return socket_dir
 
 
@@ -195,214 +186,16 @@ def _take_over_from_earlier_user(pgdata: Path, user: ServerUser) -> None:
     owner = owner_of(pgdata)
     if not user.as_root or owner is None or owner.uid == user.uid:
         return
-    _pg_ctl(owner, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
+    pg_ctl(owner, pgdata, ["stop", "-m", "fast", "-w", "-t", "60"], check=False)
     hand_over(pgdata, user)
 
 
 def _running_safely(home: Path, pgdata: Path) -> Path | None:
     """The socket folder of a running server of ours with a private socket, or None."""
-    socket_dir = _postmaster(pgdata)
-    if socket_dir is None or not passfile(home).is_file() or not _is_secured(pgdata):
+    socket_dir = postmaster(pgdata)
+    if socket_dir is None or not passfile(home).is_file() or not is_secured(pgdata):
         return None
     owner = owner_of(pgdata)
     if owner is None or (owner.as_root and owner.name != user_name_for(pgdata)):
         return None
-    return socket_dir if _private_socket(socket_dir, pgdata, owner) else None
-
-
-def _private_socket(socket_dir: Path, pgdata: Path, user: ServerUser) -> bool:
-    """Whether the socket folder is the data folder, or a 0700 folder of the server user."""
-    if socket_dir == pgdata:
-        return True
-    try:
-        info = os.lstat(socket_dir)
-    except OSError:
-        return False
-    private = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
-    return private and info.st_uid == user.uid
-
-
-def _new_socket_dir(pgdata: Path, user: ServerUser) -> Path:
-    """The socket folder of a start: the data folder if its path is short enough (and we are
-    not root), else a new 0700 folder whose unguessable name no other user can take first."""
-    if not user.as_root and len(os.fsencode(pgdata / _SOCKET_NAME)) <= _MAX_SOCKET_PATH:
-        return pgdata
-    folder = Path(tempfile.mkdtemp(prefix=f"rag-pg-{os.geteuid()}-"))
-    if len(os.fsencode(folder / _SOCKET_NAME)) > _MAX_SOCKET_PATH:
-        folder.rmdir()
-        raise EmbeddedServerError(
-            f"the temporary folder {tempfile.gettempdir()} is too deep for a Unix socket; set "
-            "TMPDIR to a shorter folder"
-        )
-    if user.as_root:
-        os.chown(folder, user.uid, user.gid, follow_symlinks=False)
-    return folder
-
-
-def _password(home: Path) -> tuple[str, bool]:
-    """The superuser's password from RAG_HOME/pgpass, and whether it was made just now."""
-    path = passfile(home)
-    if path.exists():
-        line = path.read_text(encoding="utf-8").strip().splitlines()[0]
-        return line.rsplit(":", 1)[1], False
-    password = secrets.token_urlsafe(32)  # [A-Za-z0-9_-]: nothing to escape anywhere
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with open(fd, "w", encoding="utf-8") as out:
-        out.write(f"*:*:*:{_SUPERUSER}:{password}\n")
-    return password, True
-
-
-def _initdb(pgdata: Path, user: ServerUser, password: str) -> None:
-    pgdata.mkdir(mode=0o700, exist_ok=True)
-    if user.as_root:
-        os.chown(pgdata, user.uid, user.gid)
-    _check_binaries(pgdata, user)
-    with _password_file(password, user) as pwfile:
-        _run(
-            user,
-            pgdata,
-            [
-                str(server_bin_dir(user) / "initdb"),
-                "--auth-local=scram-sha-256",
-                "--auth-host=reject",
-                "--encoding=utf8",
-                "-U",
-                _SUPERUSER,
-                f"--pwfile={pwfile}",
-                "-D",
-                user.data_arg(pgdata),
-            ],
-        )
-    _write_private(pgdata / "pg_hba.conf", _HBA, user)
-
-
-@contextlib.contextmanager
-def _password_file(password: str, user: ServerUser) -> Iterator[Path]:
-    # Not in the data folder (initdb wants it empty) and reachable by the server user.
-    folder = Path(tempfile.mkdtemp(prefix="rag-initdb-"))
-    try:
-        if user.as_root:
-            os.chown(folder, user.uid, user.gid)
-        _write_private(folder / "pw", password + "\n", user)
-        yield folder / "pw"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _set_password(pgdata: Path, user: ServerUser, password: str) -> None:
-    # Single-user mode: no socket, no authentication, nothing else running.
-    _run(
-        user,
-        pgdata,
-        [
-            str(server_bin_dir(user) / "postgres"),
-            "--single",
-            "-D",
-            user.data_arg(pgdata),
-            "postgres",
-        ],
-        stdin=f"ALTER ROLE {_SUPERUSER} PASSWORD '{password}';\n",
-    )
-    _write_private(pgdata / "pg_hba.conf", _HBA, user)
-
-
-def _is_secured(pgdata: Path) -> bool:
-    try:
-        return (pgdata / "pg_hba.conf").read_text(encoding="utf-8") == _HBA
-    except OSError:
-        return False
-
-
-def _write_config(pgdata: Path, user: ServerUser, socket_dir: Path) -> None:
-    directory = str(socket_dir).replace("'", "''")
-    _write_private(
-        pgdata / "rag_pipeline.conf",
-        "# Written by rag_pipeline at every start.\n"
-        "listen_addresses = ''\n"
-        f"unix_socket_directories = '{directory}'\n"
-        "unix_socket_permissions = 0700\n",
-        user,
-    )
-    conf = pgdata / "postgresql.conf"
-    text = conf.read_text(encoding="utf-8")
-    if _CONF_INCLUDE not in text:
-        _write_private(conf, text.rstrip("\n") + "\n\n" + _CONF_INCLUDE, user)
-
-
-def _write_private(path: Path, text: str, user: ServerUser) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with open(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(path, 0o600)
-    if user.as_root:
-        os.chown(path, user.uid, user.gid)
-
-
-def _postmaster(pgdata: Path) -> Path | None:
-    """The socket folder of the running, ready server of `pgdata`, or None."""
-    try:
-        lines = (pgdata / "postmaster.pid").read_text(encoding="utf-8").splitlines()
-        pid = int(lines[0])
-        os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
-        return None
-    if len(lines) < 8 or lines[7].strip() != "ready" or not lines[4].strip():
-        return None
-    return Path(lines[4].strip())
-
-
-def _check_binaries(pgdata: Path, user: ServerUser) -> None:
-    binaries = server_bin_dir(user)
-    try:
-        _run(user, pgdata, [str(binaries / "postgres"), "--version"])
-    except (OSError, EmbeddedServerError) as exc:
-        raise EmbeddedServerError(
-            f"the embedded PostgreSQL must run as user {user.name}, which cannot run "
-            f"{binaries} ({str(exc).splitlines()[0]}); run rag as a normal user, or set "
-            "RAG_VECTORDB_URL"
-        ) from None
-
-
-def _pg_ctl(
-    user: ServerUser,
-    pgdata: Path,
-    args: list[str],
-    *,
-    check: bool = True,
-    stdout: IO[bytes] | None = None,
-) -> None:
-    command = [str(server_bin_dir(user) / "pg_ctl"), *args, "-D", user.data_arg(pgdata)]
-    try:
-        _run(user, pgdata, command, stdout=stdout)
-    except EmbeddedServerError:
-        if check:
-            raise
-
-
-def _run(
-    user: ServerUser,
-    pgdata: Path,
-    command: list[str],
-    *,
-    stdin: str | None = None,
-    stdout: IO[bytes] | None = None,
-) -> None:
-    # A file, not a pipe, for the server's output: a pipe the postmaster inherits would keep
-    # this call waiting for its end.
-    result = subprocess.run(
-        command,
-        input=stdin,
-        stdout=stdout if stdout is not None else subprocess.DEVNULL,
-        stderr=subprocess.PIPE if stdout is None else stdout,
-        text=stdout is None,
-        check=False,
-        start_new_session=True,
-        **user.run_kwargs(pgdata),  # type: ignore[arg-type]
-    )
-    if result.returncode != 0:
-        detail = (result.stderr or "").strip() if isinstance(result.stderr, str) else ""
-        name = Path(command[0]).name
-        raise EmbeddedServerError(
-            f"{name} failed for the embedded PostgreSQL in {pgdata}: "
-            f"{detail or 'see ' + str(pgdata.parent / 'postgres.log')}"
-        )
+    return socket_dir if private_socket(socket_dir, pgdata, owner) else None
