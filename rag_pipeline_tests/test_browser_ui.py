@@ -1,12 +1,14 @@
-"""The Dagster UI a person opens: the asset graph and an asset's page, in headless Chromium.
+"""The Dagster UI a person opens: the asset graph, an asset's page and its Materialize button.
 
-`dagster-webserver` on loopback against an instance holding one real run of the files job;
-Playwright drives Debian's `chromium` (never a downloaded browser). Screenshots are kept in
-the test's tmp folder (`asset-graph.png`, `files_embeddings.png`).
+`rag dev` (webserver and daemon) on loopback against an instance holding one real run of the
+files job; Playwright drives Debian's `chromium` (never a downloaded browser). Screenshots are
+kept in the test's tmp folder (`asset-graph.png`, `files_embeddings.png`); with
+`RAG_SCREENSHOT_DIR` set they are copied there (how `docs/images/` is made).
 """
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -49,7 +51,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def webserver(rag_env: Settings, tmp_path: Path) -> Iterator[str]:
-    """The UI's URL: dagster-webserver on an instance with one materialized files run."""
+    """The UI's URL: `rag dev` on an instance with one materialized files run."""
     from rag_pipeline.orchestration.instance import dagster_home
 
     os.environ["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
@@ -62,10 +64,10 @@ def webserver(rag_env: Settings, tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     log = (tmp_path / "webserver.log").open("w")
+    # The daemon too: a run launched from the UI waits in the run queue until it takes it.
     process = subprocess.Popen(
-        [sys.executable, "-m", "dagster_webserver", "-m", "rag_pipeline.definitions",
-         "-h", "127.0.0.1", "-p", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "rag_pipeline.cli", "dev", "-h", "127.0.0.1", "-p", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -78,17 +80,48 @@ def webserver(rag_env: Settings, tmp_path: Path) -> Iterator[str]:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
                 output = (tmp_path / "webserver.log").read_text()[-2000:]
-                pytest.fail(f"dagster-webserver did not start: {output}")
+                pytest.fail(f"rag dev did not start: {output}")
             time.sleep(1)
         yield url
     finally:
-        process.terminate()
+        os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=30)
+            process.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+def _runs_of_asset_job(url: str) -> dict[str, str]:
+    """run id → status of the catalog's runs (the implicit asset job), from the UI's API."""
+    query = (
+        '{ runsOrError(filter: {pipelineName: "__ASSET_JOB"}) '
+        "{ ... on Runs { results { runId status } } } }"
+    )
+    body = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
+    return {run["runId"]: run["status"] for run in body["data"]["runsOrError"]["results"]}
+
+
+def _materialize_one_partition(page: "playwright_api.Page", url: str, partition: str) -> str:
+    """Click Materialize on files_embeddings, pick one partition, launch; the run's id."""
+    before = _runs_of_asset_job(url)
+    page.goto(f"{url}/assets/files_embeddings")
+    page.get_by_role("button", name="Materialize").first.click()
+    page.get_by_text("Select a partition or create one").click()
+    page.keyboard.type(partition)
+    page.get_by_text("Select all (1)").click()
+    page.keyboard.press("Escape")
+    page.get_by_role("button", name="Launch 1 run").click()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        new = {run: status for run, status in _runs_of_asset_job(url).items() if run not in before}
+        if new and all(status in {"SUCCESS", "FAILURE", "CANCELED"} for status in new.values()):
+            [(run_id, status)] = new.items()
+            assert status == "SUCCESS", status
+            return run_id
+        time.sleep(1)
+    pytest.fail("the run launched from the UI did not finish within 300 s")
 
 
 def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
@@ -123,10 +156,17 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
             page.get_by_text("chunks_embedded").first.wait_for()
             page.get_by_text("documents_new").first.wait_for()
             page.screenshot(path=str(tmp_path / "files_embeddings.png"))
+            # Materialize one partition from the catalog: it runs through the queue, in process.
+            run_id = _materialize_one_partition(page, webserver, "demo")
+            page.goto(f"{webserver}/runs/{run_id}")
+            page.get_by_text("Executing steps in process").first.wait_for()
+            page.screenshot(path=str(tmp_path / "catalog-run.png"))
         finally:
             browser.close()
-    for name in ("asset-graph.png", "files_embeddings.png"):
+    names = ("asset-graph.png", "files_embeddings.png", "catalog-run.png")
+    for name in names:
         assert (tmp_path / name).stat().st_size > 10_000
     keep = os.environ.get("RAG_SCREENSHOT_DIR")
-    if keep:  # how docs/images/asset-graph.png is made
-        shutil.copy(tmp_path / "asset-graph.png", Path(keep) / "asset-graph.png")
+    if keep:  # how docs/images/ is made
+        for name in names:
+            shutil.copy(tmp_path / name, Path(keep) / name)
