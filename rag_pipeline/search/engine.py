@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 import psycopg
@@ -25,7 +25,7 @@ from rag_pipeline.core.languages import language_prefix, ts_config_for
 from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.search.encoder import load_query_embedder
 from rag_pipeline.search.language import query_stop_words, request_words
-from rag_pipeline.search.pool import run, search_pool, without_timeout
+from rag_pipeline.search.pool import search_pool, without_timeout
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, QueryError, check_length
 from rag_pipeline.search.ranking import Ranking
@@ -251,7 +251,7 @@ class Searcher:
                         return rows
                     params["vector_candidates"] *= 4
 
-        return [_hit(row, explain) for row in run(self._pool, execute)]
+        return [_hit(row, explain) for row in self._pool.run(execute)]
 
     def _mode(self, mode: Mode | None) -> Mode:
         chosen: Mode = mode or self.settings.search_mode
@@ -340,7 +340,7 @@ class Searcher:
             limit = self.settings.search_max_correction_letters
             return find_unknown(conn, query.text, query.ts_config, limit)
 
-        return run(self._pool, spell)
+        return self._pool.run(spell)
 
     # The understanding steps, for callers that show them (`rag search`).
     def prepare(
@@ -408,7 +408,7 @@ class Searcher:
 
     def _refresh_stats(self) -> None:
         try:
-            run(self._pool, without_timeout(refresh_search_stats))
+            self._pool.run(without_timeout(refresh_search_stats))
         except psycopg.Error as exc:  # the next check tries again
             logger.warning("could not refresh the search statistics: %s", exc)
         finally:
@@ -417,7 +417,7 @@ class Searcher:
 
     def refresh_stats(self) -> None:
         """Rebuild the BM25 statistics now if the chunks changed (e.g. right after an ingest)."""
-        run(self._pool, without_timeout(refresh_search_stats))
+        self._pool.run(without_timeout(refresh_search_stats))
 
 
 # Ranking knobs the SQL reads under their own names.
@@ -437,35 +437,21 @@ _RANKING_PARAMETERS = (
 )
 
 
+# Columns read into a SearchHit as they are.
+_HIT_COLUMNS = (
+    *("source_type", "source_id", "language", "title", "breadcrumb", "section_title", "url"),
+    *("text", "parent_text", "document_id", "section_id", "chunk_id", "source_version"),
+)
+
+
 def _hit(row: dict[str, Any], explain: bool) -> SearchHit:
-    legs = (
-        LegScores(
-            vector_rank=row["vector_rank"],
-            vector_score=row["vector_score"],
-            keyword_rank=row["keyword_rank"],
-            keyword_score=row["keyword_score"],
-        )
-        if explain
-        else None
-    )
+    legs = LegScores(**{f.name: row[f.name] for f in fields(LegScores)}) if explain else None
     ingested = row["ingested_at"]
     return SearchHit(
-        source_type=row["source_type"],
-        source_id=row["source_id"],
-        language=row["language"],
-        title=row["title"],
-        breadcrumb=row["breadcrumb"],
-        section_title=row["section_title"],
+        **{column: row[column] for column in _HIT_COLUMNS},
         heading_path=list(row["heading_path"]),
-        url=row["url"],
         score=float(row["score"]),
-        text=row["text"],
-        parent_text=row["parent_text"],
-        document_id=row["document_id"],
-        section_id=row["section_id"],
-        chunk_id=row["chunk_id"],
         explain=legs,
-        source_version=row["source_version"],
         partition=row["partition"] or "",
         ingested_at=ingested.isoformat() if ingested is not None else "",
         run_id=row["run_id"] or "",

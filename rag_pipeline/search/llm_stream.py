@@ -17,7 +17,6 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any, cast
 
 import httpx
@@ -174,14 +173,9 @@ _BREAK = re.compile(rb"[\r\n]")
 
 def _line_lengths(carry: int, chunk: bytes) -> tuple[int, int]:
     """(length of the unfinished last line, longest line seen) after `chunk`."""
-    breaks = [m.start() for m in _BREAK.finditer(chunk)]
-    if not breaks:
-        return carry + len(chunk), carry + len(chunk)
-    longest = carry + breaks[0]
-    for before, after in pairwise(breaks):
-        longest = max(longest, after - before - 1)
-    tail = len(chunk) - breaks[-1] - 1
-    return tail, max(longest, tail)
+    lines = [len(line) for line in _BREAK.split(chunk)]
+    lines[0] += carry
+    return lines[-1], max(lines)
 
 
 def server_sent_events(

@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
@@ -77,11 +77,6 @@ class Token:
     def origin(self) -> str:
         """Where a person finds the token."""
         return str(self.path) if self.path else "the RAG_MCP_TOKEN setting"
-
-
-def token_path(settings: Settings) -> Path:
-    """RAG_HOME/mcp-token."""
-    return settings.home / TOKEN_FILE
 
 
 def ensure_token(settings: Settings) -> Token:
@@ -218,11 +213,6 @@ class SessionLimiter:
         self._sessions: dict[str, _Session] = {}
         self._pending: dict[str, int] = {}
         self._lock = anyio.Lock()
-
-    @property
-    def open_sessions(self) -> int:
-        """Sessions known to be open now."""
-        return len(self._sessions)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Account for the request's session; make room before one opens."""
@@ -449,34 +439,30 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def _json_object(data: object) -> dict[str, Any]:
+    """`data` (bytes of JSON, or a parsed value) when it is a JSON object, else {}."""
+    if isinstance(data, bytes):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            return {}
+    return cast(dict[str, Any], data) if isinstance(data, dict) else {}
+
+
 def _request_id(body: bytes) -> object:
     """The id of the JSON-RPC request in `body` (None for a notification, a reply, a batch)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    if isinstance(message, dict) and "method" in message:
-        found: object = message.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        return found if isinstance(found, str | int) else None
-    return None
+    message = _json_object(body)
+    found = message.get("id")
+    return found if "method" in message and isinstance(found, str | int) else None
 
 
 def _client_key(scope: Scope, body: bytes) -> str:
     """The client's address and the name it gives in `initialize` ('' when none)."""
     client = scope.get("client")
     address = str(client[0]) if client else "?"
-    name = ""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        message = None
-    if isinstance(message, dict):
-        params = message.get("params")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(params, dict):
-            info = params.get("clientInfo")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            if isinstance(info, dict) and isinstance(info.get("name"), str):  # pyright: ignore[reportUnknownMemberType]
-                name = str(info["name"])[:_MAX_CLIENT_NAME]  # pyright: ignore[reportUnknownArgumentType]
-    return f"{address}|{name}"
+    info = _json_object(_json_object(_json_object(body).get("params")).get("clientInfo"))
+    name = info.get("name")
+    return f"{address}|{name[:_MAX_CLIENT_NAME] if isinstance(name, str) else ''}"
 
 
 def http_app(app: ASGIApp, settings: Settings, token: str) -> ASGIApp:

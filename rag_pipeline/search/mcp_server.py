@@ -13,9 +13,9 @@ Transports: stdio (what Claude Desktop, Claude Code and most clients launch; who
 the process owns it, so no token), or streamable HTTP on the loopback interface only
 (`--http PORT`), behind a bearer token and session caps (`mcp_http.py`).
 
-A new tool: a method of `KnowledgeTools` (bounding its arguments with `_bounded`), a function
-in `build_server` calling it through `_run` with `Field` bounds in its signature, and an
-`add_tool` line.
+A new tool: a method of `KnowledgeTools` (bounding its arguments with `_bounded`), and a
+function registered with `_tool` in one of the `_add_*` functions, calling it through `_run`,
+with `Field` bounds in its signature and its description as its docstring.
 """
 
 import logging
@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
@@ -237,15 +238,7 @@ class KnowledgeTools:
             total_chunks=sum(c.chunks for c in stats.counts),
             embedding_model=stats.model_id,
             dimension=stats.dimension,
-            sources=[
-                SourceStats(
-                    source_type=c.source_type,
-                    language=c.language,
-                    documents=c.documents,
-                    chunks=c.chunks,
-                )
-                for c in stats.counts
-            ],
+            sources=[SourceStats.model_validate(c, from_attributes=True) for c in stats.counts],
             last_runs=[
                 LastRun(
                     source_type=r.source_type,
@@ -269,15 +262,8 @@ class KnowledgeTools:
             lambda conn: find_ad_entities(conn, name, entity_type=entity_type, limit=top_k)
         )
         matches = [
-            ADMatch(
-                entity_type=e.entity_type,
-                source_id=e.source_id,
-                language=e.language,
-                title=e.title,
-                breadcrumb=e.breadcrumb,
-                url=e.url,
-                match=_exact(e.match),
-                text=_cut(e.body, _MAX_AD_BODY_CHARS)[0],
+            ADMatch.model_validate(
+                asdict(e) | {"match": _exact(e.match), "text": _cut(e.body, _MAX_AD_BODY_CHARS)[0]}
             )
             for e in exact
         ]
@@ -377,26 +363,10 @@ def _hits(hits: list[SearchHit]) -> list[KnowledgeHit]:
     result: list[KnowledgeHit] = []
     for rank, hit in enumerate(hits, 1):
         text, truncated = _cut(hit.parent_text or hit.text, _MAX_SECTION_CHARS)
-        result.append(
-            KnowledgeHit(
-                rank=rank,
-                title=hit.title,
-                breadcrumb=hit.breadcrumb,
-                section=hit.section_title,
-                url=hit.url,
-                score=round(hit.score, 4),
-                source_type=hit.source_type,
-                source_id=hit.source_id,
-                language=hit.language,
-                text=text,
-                truncated=truncated,
-                document_id=hit.document_id,
-                source_version=hit.source_version,
-                partition=hit.partition,
-                ingested_at=hit.ingested_at,
-                run_id=hit.run_id,
-            )
-        )
+        shown = {"rank": rank, "section": hit.section_title, "score": round(hit.score, 4)}
+        # The hit's other fields carry over by name; fields KnowledgeHit lacks are dropped.
+        fields = hit.to_dict() | shown | {"text": text, "truncated": truncated}
+        result.append(KnowledgeHit.model_validate(fields))
     return result
 
 
@@ -473,11 +443,54 @@ def _lineage_json(
             raise ToolError(str(exc)) from exc
 
 
+# The tools' arguments, bounded in their schema too (the model sees the limits).
+TopK = Annotated[int, Field(description="How many sections to return.", ge=1, le=MAX_TOP_K)]
+FilterEntry = Annotated[str, Field(max_length=MAX_FILTER_CHARS)]
+SourceTypes = Annotated[
+    list[FilterEntry] | None,
+    Field(
+        max_length=MAX_FILTERS,
+        description="Only these sources: 'wiki' (community wiki), 'k_entry' "
+        "(knowledge-base articles), 'ad_metadata' (Application Dictionary), 'files' "
+        "(local documents). Omit to search everything.",
+    ),
+]
+Languages = Annotated[
+    list[FilterEntry] | None,
+    Field(
+        max_length=MAX_FILTERS,
+        description="Only these languages, as iDempiere codes ('en_US', 'sk_SK') or "
+        "two letters ('en'). Omit for all.",
+    ),
+]
+# Every tool only reads the local index: clients may run them without asking each time.
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _tool(server: "MCPServer[Any]", title: str) -> Callable[[_F], _F]:
+    """Register the decorated function as a read-only tool; its docstring is the description."""
+
+    def register(fn: _F) -> _F:
+        description = " ".join((fn.__doc__ or "").split())
+        server.add_tool(fn, title=title, description=description, annotations=_READ_ONLY)
+        return fn
+
+    return register
+
+
 def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
     """The MCP server with the five knowledge tools."""
     tools = tools or KnowledgeTools()
     server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    _add_search_tools(server, tools)
+    _add_lookup_tools(server, tools)
+    _add_lineage_tool(server, tools)
+    return server
 
+
+def _add_search_tools(server: "MCPServer[Any]", tools: KnowledgeTools) -> None:
+    @_tool(server, "Search iDempiere knowledge")
     async def search_knowledge(
         query: Annotated[
             str,
@@ -488,32 +501,26 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
                 max_length=MAX_QUERY_CHARS,
             ),
         ],
-        source_types: Annotated[
-            list[Annotated[str, Field(max_length=MAX_FILTER_CHARS)]] | None,
-            Field(
-                max_length=MAX_FILTERS,
-                description="Only these sources: 'wiki' (community wiki), 'k_entry' "
-                "(knowledge-base articles), 'ad_metadata' (Application Dictionary), 'files' "
-                "(local documents). Omit to search everything.",
-            ),
-        ] = None,
-        languages: Annotated[
-            list[Annotated[str, Field(max_length=MAX_FILTER_CHARS)]] | None,
-            Field(
-                max_length=MAX_FILTERS,
-                description="Only these languages, as iDempiere codes ('en_US', 'sk_SK') or "
-                "two letters ('en'). Omit for all.",
-            ),
-        ] = None,
-        top_k: Annotated[
-            int, Field(description="How many sections to return.", ge=1, le=MAX_TOP_K)
-        ] = 5,
+        source_types: SourceTypes = None,
+        languages: Languages = None,
+        top_k: TopK = 5,
     ) -> KnowledgeResult:
+        """Search all iDempiere knowledge (wiki, knowledge-base articles, Application
+        Dictionary, local how-to documents) by meaning. Returns the best matching sections
+        with title, breadcrumb, URL, score and the section's full text. Use it first for any
+        question about using, configuring or administering iDempiere."""
         return await _run(lambda: tools.search_knowledge(query, source_types, languages, top_k))
 
+    @_tool(server, "What the knowledge index holds")
     async def get_knowledge_stats() -> KnowledgeStatsResult:
+        """Counts of documents and chunks per source and language, the embedding model, and
+        when each source was last ingested. Use it to know which sources and languages exist
+        before filtering, or to explain an empty result."""
         return await _run(tools.get_knowledge_stats)
 
+
+def _add_lookup_tools(server: "MCPServer[Any]", tools: KnowledgeTools) -> None:
+    @_tool(server, "Find Application Dictionary entries")
     async def find_ad_entity(
         name: Annotated[
             str,
@@ -533,8 +540,14 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
             int, Field(description="How many entries at most.", ge=1, le=MAX_TOP_K)
         ] = 5,
     ) -> ADResult:
+        """Look up iDempiere Application Dictionary entries — windows, tabs, fields,
+        processes, tables — by exact name, DB identifier (e.g. C_BPartner_ID, C_Order) or id
+        (AD_Window:143). Exact matches come first, then the closest by meaning. Returns each
+        entry's description, help, columns or fields. Use it when a question names a window,
+        table, column or process."""
         return await _run(lambda: tools.find_ad_entity(name, entity_type, top_k))
 
+    @_tool(server, "Search developer documentation")
     async def lookup_development_docs(
         topic: Annotated[
             str,
@@ -545,63 +558,17 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
                 max_length=MAX_QUERY_CHARS,
             ),
         ],
-        top_k: Annotated[
-            int, Field(description="How many sections to return.", ge=1, le=MAX_TOP_K)
-        ] = 5,
+        top_k: TopK = 5,
     ) -> KnowledgeResult:
+        """Search only developer documentation: plug-in (OSGi bundle) development, event
+        handlers, model classes, callouts, processes in Java, build and deployment. Use it
+        for programming questions; use search_knowledge for how to use the ERP."""
         return await _run(lambda: tools.lookup_development_docs(topic, top_k))
 
-    # Every tool only reads the local index: clients may run them without asking each time.
-    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-    server.add_tool(
-        search_knowledge,
-        name="search_knowledge",
-        annotations=read_only,
-        title="Search iDempiere knowledge",
-        description=(
-            "Search all iDempiere knowledge (wiki, knowledge-base articles, Application "
-            "Dictionary, local how-to documents) by meaning. Returns the best matching "
-            "sections with title, breadcrumb, URL, score and the section's full text. Use it "
-            "first for any question about using, configuring or administering iDempiere."
-        ),
-    )
-    server.add_tool(
-        get_knowledge_stats,
-        name="get_knowledge_stats",
-        annotations=read_only,
-        title="What the knowledge index holds",
-        description=(
-            "Counts of documents and chunks per source and language, the embedding model, and "
-            "when each source was last ingested. Use it to know which sources and languages "
-            "exist before filtering, or to explain an empty result."
-        ),
-    )
-    server.add_tool(
-        find_ad_entity,
-        name="find_ad_entity",
-        annotations=read_only,
-        title="Find Application Dictionary entries",
-        description=(
-            "Look up iDempiere Application Dictionary entries — windows, tabs, fields, "
-            "processes, tables — by exact name, DB identifier (e.g. C_BPartner_ID, C_Order) or "
-            "id (AD_Window:143). Exact matches come first, then the closest by meaning. "
-            "Returns each entry's description, help, columns or fields. Use it when a "
-            "question names a window, table, column or process."
-        ),
-    )
-    server.add_tool(
-        lookup_development_docs,
-        name="lookup_development_docs",
-        annotations=read_only,
-        title="Search developer documentation",
-        description=(
-            "Search only developer documentation: plug-in (OSGi bundle) development, event "
-            "handlers, model classes, callouts, processes in Java, build and deployment. Use "
-            "it for programming questions; use search_knowledge for how to use the ERP."
-        ),
-    )
 
-    # Issue 35: a document's lineage (store/lineage.py), the JSON of `rag show --json`.
+# Issue 35: a document's lineage (store/lineage.py), the JSON of `rag show --json`.
+def _add_lineage_tool(server: "MCPServer[Any]", tools: KnowledgeTools) -> None:
+    @_tool(server, "Lineage of one document")
     async def get_document_lineage(
         target: Annotated[
             str,
@@ -626,22 +593,12 @@ def build_server(tools: KnowledgeTools | None = None) -> "MCPServer[Any]":
             ),
         ] = None,
     ) -> dict[str, Any]:
+        """Where a search hit comes from and how it was built: the document's source,
+        partitions, source version and fetch time; each pipeline stage (raw, markdown,
+        sanitized, chunks, embeddings) with its run id, hashes, code version and time, and
+        failed stages with their reason; its sections and chunks (vector computed or reused);
+        the versions kept. Give a hit's document_id or chunk_id."""
         return await _run(lambda: _lineage_json(tools, target, source_type, language))
-
-    server.add_tool(
-        get_document_lineage,
-        name="get_document_lineage",
-        annotations=read_only,
-        title="Lineage of one document",
-        description=(
-            "Where a search hit comes from and how it was built: the document's source, "
-            "partitions, source version and fetch time; each pipeline stage (raw, markdown, "
-            "sanitized, chunks, embeddings) with its run id, hashes, code version and time, "
-            "and failed stages with their reason; its sections and chunks (vector computed or "
-            "reused); the versions kept. Give a hit's document_id or chunk_id."
-        ),
-    )
-    return server
 
 
 @contextmanager

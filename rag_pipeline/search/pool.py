@@ -360,11 +360,6 @@ def without_timeout(work: Callable[[psycopg.Connection], T]) -> Callable[[psycop
     return unbounded
 
 
-def run(pool: SearchPool, work: Callable[[psycopg.Connection], T]) -> T:
-    """`pool.run(work)` (kept for callers of the function form)."""
-    return pool.run(work)
-
-
 def close_pools(conninfo: str | None = None) -> None:
     """Close this process's pools (of one database, or all), e.g. before dropping it."""
     with _lock:

@@ -7,8 +7,7 @@ query's vector, and the weights the query changes (a source's rules, `source_rul
 executor (`engine.py`) runs a PreparedQuery as it is; `rag search --explain` prints it.
 """
 
-import threading
-from collections import OrderedDict
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -80,31 +79,6 @@ class PreparedQuery:
         ]
 
 
-class VectorCache:
-    """A small thread-safe LRU of query vectors: repeated queries skip the model."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> NDArray[np.float32] | None:
-        with self._lock:
-            vector = self._items.get(key)
-            if vector is not None:
-                self._items.move_to_end(key)
-            return vector
-
-    def put(self, key: str, vector: NDArray[np.float32]) -> None:
-        if self.size == 0:
-            return
-        with self._lock:
-            self._items[key] = vector
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
 class Understanding:
     """Turns a query into a PreparedQuery (holds the vocabulary and the query vectors)."""
 
@@ -120,7 +94,8 @@ class Understanding:
         self.embedder = embedder
         self.rules = rules
         self.vocabulary = Vocabulary.load(settings.search_vocabulary_dir)
-        self._vectors = VectorCache(settings.search_query_cache_size)
+        # Repeated queries skip the model; keyed by model too (`embedder` may be replaced).
+        self._vectors = functools.lru_cache(settings.search_query_cache_size)(self._embed)
         self._phrase_vectors = PhraseVectors(
             self.vocabulary.phrases,
             embedder.embed_query,
@@ -281,9 +256,7 @@ class Understanding:
 
     def query_vector(self, text: str) -> NDArray[np.float32]:
         """The model's vector of `text` (cached)."""
-        key = f"{self.embedder.model_id}\x00{text}"
-        vector = self._vectors.get(key)
-        if vector is None:
-            vector = self.embedder.embed_query(text).astype(np.float32)
-            self._vectors.put(key, vector)
-        return vector
+        return self._vectors(self.embedder.model_id, text)
+
+    def _embed(self, model_id: str, text: str) -> NDArray[np.float32]:
+        return self.embedder.embed_query(text).astype(np.float32)
