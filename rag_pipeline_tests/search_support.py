@@ -1,10 +1,9 @@
-"""Rows for search tests and benchmarks, written straight into the index tables.
+"""Rows for search tests and benchmarks, written by the index's own writer.
 
-Documents go through the real chunker and the real model, then into rag.documents /
-rag.sections / rag.chunks with binary COPY, the column list the indexer uses. Columns of
-rag.documents that search never reads (hashes, versions, partition bookkeeping) get
-placeholder values, whatever the current schema calls them, so these helpers do not depend on
-the ingestion pipeline.
+Documents go through the real chunker and the real model, then into the index through
+`store.index.write_documents`, the writer the pgvector IO manager uses, without the stages
+before it (so a search test does not run the ingestion pipeline). Columns search never reads
+(hashes, versions) get placeholder values.
 """
 
 import hashlib
@@ -16,12 +15,11 @@ import numpy as np
 import psycopg
 from numpy.typing import NDArray
 from pgvector.psycopg import register_vector
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.chunking import TokenCounter, chunk_markdown
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import ts_config_for
+from rag_pipeline.store import index
 
 HEADING_SEPARATOR = " › "
 
@@ -123,17 +121,6 @@ def ensure_vector_column(conn: psycopg.Connection, model_id: str, dimension: int
     conn.commit()
 
 
-def _document_columns(conn: psycopg.Connection) -> list[tuple[str, str]]:
-    """(name, type) of rag.documents' columns that need a value (no default, not null)."""
-    rows = conn.execute(
-        "SELECT column_name, data_type FROM information_schema.columns"
-        " WHERE table_schema = 'rag' AND table_name = 'documents'"
-        "   AND is_nullable = 'NO' AND column_default IS NULL AND is_generated = 'NEVER'"
-        " ORDER BY ordinal_position"
-    ).fetchall()
-    return [(r[0], r[1]) for r in rows]
-
-
 def write_rows(
     conn: psycopg.Connection,
     documents: Sequence[tuple[str, Doc]],
@@ -141,90 +128,69 @@ def write_rows(
     chunks: Sequence[ChunkRow],
     vectors: NDArray[np.float32],
 ) -> None:
-    """COPY the rows in (one transaction; commits)."""
+    """Write the rows through the index's own writer (one transaction; commits)."""
     register_vector(conn)
-    known = {
-        "id",
-        "source_type",
-        "source_id",
-        "language",
-        "title",
-        "breadcrumb",
-        "url",
-        "metadata",
-    }
-    extra = [(name, kind) for name, kind in _document_columns(conn) if name not in known]
-    names = ["id", "source_type", "source_id", "language", "title", "breadcrumb", "url"]
-    names += ["metadata"] + [name for name, _ in extra]
-    ts_oids = dict(
-        conn.execute("SELECT cfgname, oid::int8 FROM pg_ts_config").fetchall()  # type: ignore[arg-type]
-    )
-    with conn.cursor() as cur:
-        statement = sql.SQL("COPY rag.documents ({}) FROM STDIN").format(
-            sql.SQL(", ").join(sql.Identifier(n) for n in names)
+    parents: dict[str, list[index.SectionRow]] = {}
+    for section_id, doc_id, ordinal, title, heading_path, text, start, end in sections:
+        parents.setdefault(doc_id, []).append(
+            index.SectionRow(section_id, ordinal, title, heading_path, text, start, end)
         )
-        with cur.copy(statement) as copy:
-            for doc_id, d in documents:
-                values: list[Any] = [
-                    doc_id,
-                    d.source_type,
-                    d.source_id,
-                    d.language,
-                    d.title,
-                    d.breadcrumb,
-                    d.url,
-                    Jsonb(d.metadata),
-                ]
-                for name, kind in extra:
-                    if name == "doc_key":
-                        values.append(f"{d.source_id}@{d.language}")
-                    elif kind in ("integer", "bigint"):
-                        values.append(0)
-                    elif kind == "jsonb":
-                        values.append(Jsonb({}))
-                    else:
-                        values.append(d.markdown if name == "body" else "search-support")
-                copy.write_row(values)
-        with cur.copy(
-            "COPY rag.sections (id, document_id, ordinal, title, heading_path, text,"
-            " start_char, end_char) FROM STDIN"
-        ) as copy:
-            for row in sections:
-                copy.write_row(row)
-        with cur.copy(
-            "COPY rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
-            " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
-            " ts_config, embedding) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(
-                ["text"] * 5
-                + ["int4", "text", "text", "text", "int4", "int4", "int4"]
-                + ["text", "oid", "vector"]
+    pieces: dict[str, list[index.ChunkRow]] = {}
+    for c, vector in zip(chunks, vectors, strict=True):
+        pieces.setdefault(c.document_id, []).append(
+            index.ChunkRow(
+                id=c.id,
+                section_id=c.section_id,
+                ordinal=c.ordinal,
+                heading=c.heading,
+                text=c.text,
+                embedded_text=c.embedded_text,
+                token_count=c.token_count,
+                start_char=c.start_char,
+                end_char=c.end_char,
+                text_sha256=hashlib.sha256(c.embedded_text.encode()).hexdigest(),
+                embedding=vector,
             )
-            language_oid: dict[str, int] = {}
-            for c, vector in zip(chunks, vectors, strict=True):
-                if c.language not in language_oid:
-                    language_oid[c.language] = int(ts_oids[ts_config_for(c.language)])
-                copy.write_row(
-                    [
-                        c.id,
-                        c.document_id,
-                        c.section_id,
-                        c.source_type,
-                        c.language,
-                        c.ordinal,
-                        c.heading,
-                        c.text,
-                        c.embedded_text,
-                        c.token_count,
-                        c.start_char,
-                        c.end_char,
-                        hashlib.sha256(c.embedded_text.encode()).hexdigest(),
-                        language_oid[c.language],
-                        vector,
-                    ]
-                )
+        )
+    with conn.transaction():
+        index.write_documents(
+            conn,
+            [
+                _indexed(doc_id, doc, parents.get(doc_id, []), pieces.get(doc_id, []))
+                for doc_id, doc in documents
+            ],
+        )
     conn.commit()
+
+
+def _indexed(
+    doc_id: str, doc: Doc, sections: list[index.SectionRow], chunks: list[index.ChunkRow]
+) -> index.IndexedDocument:
+    """A document as the pipeline hands it to the index; what search never reads is a
+    placeholder."""
+    placeholder = "search-support"
+    return index.IndexedDocument(
+        id=doc_id,
+        source_type=doc.source_type,
+        doc_key=f"{doc.source_id}@{doc.language}",
+        source_id=doc.source_id,
+        language=doc.language,
+        title=doc.title,
+        breadcrumb=doc.breadcrumb,
+        url=doc.url,
+        original_format=placeholder,
+        source_version=placeholder,
+        content_hash=placeholder,
+        input_hash=placeholder,
+        sanitizer_version=placeholder,
+        chunker_fingerprint=placeholder,
+        model_id=placeholder,
+        ts_config=ts_config_for(doc.language),
+        metadata=doc.metadata,
+        body=doc.markdown,
+        sections=sections,
+        chunks=chunks,
+    )
 
 
 def index_documents(conninfo: str, docs: Sequence[Doc], embedder: Embedder) -> int:
