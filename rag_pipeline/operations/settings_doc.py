@@ -29,7 +29,8 @@ def _variable(name: str, field: FieldInfo) -> str:
     alias = field.validation_alias
     choices = getattr(alias, "choices", None)
     if choices:
-        return " / ".join(str(choice).upper() for choice in choices)
+        # Environment variables are matched ignoring case: list each name once.
+        return " / ".join(dict.fromkeys(str(choice).upper() for choice in choices))
     return f"RAG_{name.upper()}"
 
 
