@@ -20,7 +20,9 @@ from typing import Any
 
 from rag_pipeline.settings import Settings
 
-MANAGED_MARKER = "# written by rag_pipeline (rag_pipeline/instance.py); edit freely to take over"
+MANAGED_MARKER = "# written by rag_pipeline (orchestration/instance.py); edit freely to take over"
+# What earlier versions wrote as their first line: theirs is ours too.
+_EARLIER_MARKERS = ("# written by rag_pipeline (rag_pipeline/instance.py)",)
 EMBEDDED = "embedded"
 DAGSTER_DATABASE = "dagster"
 # What earlier versions wrote: ours too, so it is upgraded.
@@ -111,7 +113,9 @@ def dagster_home(settings: Settings) -> Path:
     config = home / "dagster.yaml"
     wanted = dagster_yaml(storage_kind(), settings)
     current = config.read_text(encoding="utf-8") if config.exists() else None
-    ours = current is not None and (current.startswith(MANAGED_MARKER) or current == _LEGACY_YAML)
+    ours = current is not None and (
+        current.startswith((MANAGED_MARKER, *_EARLIER_MARKERS)) or current == _LEGACY_YAML
+    )
     if current is None or (ours and current != wanted):
         config.write_text(wanted, encoding="utf-8")
     return home
