@@ -8,12 +8,19 @@ iDempiere's; the keyword leg also matches a query's mapped words, each at
 `RAG_SEARCH_VOCABULARY_WEIGHT` of a typed word's weight, so they can lift the entity a user
 means without outranking what the query itself names.
 
-File format: one entry a line, `user words|other user words<TAB>iDempiere words`; `#` starts a
-comment line. Matching is on whole words, ignoring case and accents, with simple plurals
-(`suppliers`, `addresses`, `companies`, `facturas`, `proveedores`), so entries are written in
-the singular. iDempiere words in another language than the file's start with its code in
-brackets: `celular<TAB>[en] mobile compatibility` lets a Spanish question find an English-only
-wiki page, those words being read as English (`expansion_language`).
+File format: one entry a line, `user words|other user words<TAB>iDempiere words<TAB>source`;
+`#` starts a comment line. Matching is on whole words, ignoring case and accents, with simple
+plurals (`suppliers`, `addresses`, `companies`, `facturas`, `proveedores`), so entries are
+written in the singular. iDempiere words in another language than the file's start with its
+code in brackets: `celular<TAB>[en] mobile compatibility` lets a Spanish question find an
+English-only wiki page, those words being read as English (`expansion_language`).
+
+The source, optional in a folder's files and present on every bundled entry, says where the
+iDempiere words come from, as `kind:name` (`Source`): a dictionary row by its name,
+`window:Business Partner`, or a wiki page by its title, `wiki:NF7.1 Migrate Storage Provider`;
+words from several names have several, separated by "; " (`window:Cash Journal;
+window:Cashbook`). `python -m rag_pipeline.search.vocabulary.sources` finds and checks them;
+they change nothing in what a query matches.
 """
 
 import re
@@ -73,12 +80,45 @@ class _StemmedPhrase:
     expansion: str
 
 
+# What a source may name: a dictionary window, process, element, tab, field or process
+# parameter by its name, or a wiki page by its title.
+SOURCE_KINDS = ("window", "process", "element", "tab", "field", "parameter", "wiki")
+# Between the sources of an entry whose words come from several names.
+SOURCE_SEPARATOR = "; "
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where iDempiere words come from: `kind:name`, as `process:Generate Invoices`."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+def parse_sources(text: str) -> tuple[Source, ...]:
+    """The sources `text` names (`kind:name; kind:name`, kinds of SOURCE_KINDS); () if any
+    part is not one."""
+    found: list[Source] = []
+    for part in text.split(SOURCE_SEPARATOR.strip()):
+        kind, colon, name = part.partition(":")
+        kind, name = kind.strip(), " ".join(name.split())
+        if not colon or kind not in SOURCE_KINDS or not name:
+            return ()
+        found.append(Source(kind, name))
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class Entry:
-    """The user phrases (each a tuple of folded words) that also mean `expansion`."""
+    """The user phrases (each a tuple of folded words) that also mean `expansion`; `sources`
+    name where that meaning comes from (none in a file without the column)."""
 
     phrases: tuple[tuple[str, ...], ...]
     expansion: str
+    sources: tuple[Source, ...] = ()
 
 
 def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
@@ -88,10 +128,16 @@ def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = line.rstrip("\r\n").split("\t")
-        if len(fields) != 2:
+        if len(fields) not in (2, 3):
             raise VocabularyError(
-                f"{origin}:{number}: expected 'user words<TAB>iDempiere words', "
-                f"found {len(fields) - 1} tabs"
+                f"{origin}:{number}: expected 'user words<TAB>iDempiere words' and an optional "
+                f"'<TAB>source', found {len(fields) - 1} tabs"
+            )
+        sources = parse_sources(fields[2]) if len(fields) == 3 else ()
+        if len(fields) == 3 and not sources:
+            raise VocabularyError(
+                f"{origin}:{number}: expected sources 'kind:name; kind:name' after the second "
+                f"tab, kinds among {', '.join(SOURCE_KINDS)}; found {fields[2]!r}"
             )
         phrases = tuple(p for p in (_words(alt) for alt in fields[0].split("|")) if p)
         expansion = " ".join(fields[1].split())
@@ -102,7 +148,7 @@ def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
             )
         if not phrases or not _words(expansion_language(expansion)[1]):
             raise VocabularyError(f"{origin}:{number}: an entry needs words on both sides")
-        entries.append(Entry(phrases, expansion))
+        entries.append(Entry(phrases, expansion, sources))
     return entries
 
 
