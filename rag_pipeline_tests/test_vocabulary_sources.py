@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import rag_pipeline.search.vocabulary as vocabulary_package
+from benchmarks.eval.vocabulary_sources import BUNDLED, Corpus, check, find, key_words
 from rag_pipeline.search.vocabulary import (
     Source,
     VocabularyError,
     parse_entries,
     parse_sources,
 )
-from rag_pipeline.search.vocabulary.sources import BUNDLED, Corpus, check, find, key_words
 
 VOCABULARY = Path(vocabulary_package.__file__).parent
 
@@ -36,7 +36,7 @@ def test_every_bundled_entry_names_a_source_that_holds_its_words(
     path = VOCABULARY / f"{language}.tsv"
     entries = parse_entries(path.read_text(encoding="utf-8").splitlines(), path.name)
     unsourced = [entry.expansion for entry in entries if not entry.sources]
-    assert unsourced == [], "python -m rag_pipeline.search.vocabulary.sources --write"
+    assert unsourced == [], "python -m benchmarks.eval.vocabulary_sources --write"
     wrong = {
         entry.expansion: problem
         for entry in entries

@@ -19,13 +19,12 @@ The source, optional in a folder's files and present on every bundled entry, say
 iDempiere words come from, as `kind:name` (`Source`): a dictionary row by its name,
 `window:Business Partner`, or a wiki page by its title, `wiki:NF7.1 Migrate Storage Provider`;
 words from several names have several, separated by "; " (`window:Cash Journal;
-window:Cashbook`). `python -m rag_pipeline.search.vocabulary.sources` finds and checks them;
+window:Cashbook`). `python -m benchmarks.eval.vocabulary_sources` finds and checks them;
 they change nothing in what a query matches.
 """
 
-import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -36,38 +35,30 @@ import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 
 from rag_pipeline.core.languages import language_prefix
 from rag_pipeline.search.language import fold, function_words
+from rag_pipeline.search.vocabulary.entries import (
+    SOURCE_KINDS,
+    SOURCE_SEPARATOR,
+    Entry,
+    Source,
+    VocabularyError,
+    entry_words,
+    expansion_language,
+    parse_entries,
+    parse_sources,
+    singular_forms,
+)
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# "[en] mobile compatibility": iDempiere words in the language of that code.
-_TAGGED = re.compile(r"\[([a-z]{2})\]\s*(.*)")
-
-
-class VocabularyError(ValueError):
-    """A vocabulary file that cannot be read; the message names the file and line."""
-
-
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(_WORD.findall(fold(text)))
-
-
-def _singulars(word: str) -> frozenset[str]:
-    """The word and what it would be with a plural ending removed (English and Spanish)."""
-    forms = {word}
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        forms.add(word[:-1])
-        if word.endswith("es"):
-            forms.add(word[:-2])
-        if word.endswith("ies"):
-            forms.add(word[:-3] + "y")
-    return frozenset(forms)
-
-
-def expansion_language(expansion: str) -> tuple[str | None, str]:
-    """An expansion's language code (None: the query's) and its words: "[en] mobile" -> en."""
-    tagged = _TAGGED.fullmatch(expansion)
-    if tagged is None:
-        return None, expansion
-    return tagged.group(1), tagged.group(2)
+__all__ = [
+    "SOURCE_KINDS",
+    "SOURCE_SEPARATOR",
+    "Entry",
+    "Source",
+    "Vocabulary",
+    "VocabularyError",
+    "expansion_language",
+    "parse_entries",
+    "parse_sources",
+]
 
 
 @dataclass(frozen=True)
@@ -78,78 +69,6 @@ class _StemmedPhrase:
     stems: tuple[str, ...]
     content: tuple[str, ...]
     expansion: str
-
-
-# What a source may name: a dictionary window, process, element, tab, field or process
-# parameter by its name, or a wiki page by its title.
-SOURCE_KINDS = ("window", "process", "element", "tab", "field", "parameter", "wiki")
-# Between the sources of an entry whose words come from several names.
-SOURCE_SEPARATOR = "; "
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where iDempiere words come from: `kind:name`, as `process:Generate Invoices`."""
-
-    kind: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
-
-
-def parse_sources(text: str) -> tuple[Source, ...]:
-    """The sources `text` names (`kind:name; kind:name`, kinds of SOURCE_KINDS); () if any
-    part is not one."""
-    found: list[Source] = []
-    for part in text.split(SOURCE_SEPARATOR.strip()):
-        kind, colon, name = part.partition(":")
-        kind, name = kind.strip(), " ".join(name.split())
-        if not colon or kind not in SOURCE_KINDS or not name:
-            return ()
-        found.append(Source(kind, name))
-    return tuple(found)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """The user phrases (each a tuple of folded words) that also mean `expansion`; `sources`
-    name where that meaning comes from (none in a file without the column)."""
-
-    phrases: tuple[tuple[str, ...], ...]
-    expansion: str
-    sources: tuple[Source, ...] = ()
-
-
-def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
-    """The entries of one vocabulary file's lines; `origin` names the file in errors."""
-    entries: list[Entry] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        fields = line.rstrip("\r\n").split("\t")
-        if len(fields) not in (2, 3):
-            raise VocabularyError(
-                f"{origin}:{number}: expected 'user words<TAB>iDempiere words' and an optional "
-                f"'<TAB>source', found {len(fields) - 1} tabs"
-            )
-        sources = parse_sources(fields[2]) if len(fields) == 3 else ()
-        if len(fields) == 3 and not sources:
-            raise VocabularyError(
-                f"{origin}:{number}: expected sources 'kind:name; kind:name' after the second "
-                f"tab, kinds among {', '.join(SOURCE_KINDS)}; found {fields[2]!r}"
-            )
-        phrases = tuple(p for p in (_words(alt) for alt in fields[0].split("|")) if p)
-        expansion = " ".join(fields[1].split())
-        if fields[1].lstrip().startswith("[") and not _TAGGED.fullmatch(expansion):
-            raise VocabularyError(
-                f"{origin}:{number}: a language tag is two lowercase letters in brackets, "
-                f"as in '[en] mobile'"
-            )
-        if not phrases or not _words(expansion_language(expansion)[1]):
-            raise VocabularyError(f"{origin}:{number}: an entry needs words on both sides")
-        entries.append(Entry(phrases, expansion, sources))
-    return entries
 
 
 class Vocabulary:
@@ -220,7 +139,7 @@ class Vocabulary:
         others = _skippable(prefix)
 
         def stems(words: str) -> set[str]:
-            return {stem(word) for word in _words(words) if word not in others}
+            return {stem(word) for word in entry_words(words) if word not in others}
 
         return len(stems(phrase) & stems(text))
 
@@ -228,7 +147,7 @@ class Vocabulary:
         """True when `word` (any case, accents, singular or plural) is a word of a user phrase
         of `language`: a word people type for what iDempiere names otherwise ("bodega")."""
         words = self._user_words.get(language_prefix(language), set())
-        return any(form in words for form in _singulars(fold(word)))
+        return any(form in words for form in singular_forms(fold(word)))
 
     def expansion(self, text: str, language: str) -> str:
         """The iDempiere words of the user phrases in `text`, in order of appearance."""
@@ -247,7 +166,7 @@ class Vocabulary:
         attachments to a disk and shrink the database".
         """
         prefix = language_prefix(language)
-        words = _words(text)
+        words = entry_words(text)
         matches = self._in_order(words, prefix)
         taken = {i for places, _ in matches if len(places) > 1 for i in places}
         stem = _stemmer(prefix)
@@ -279,7 +198,7 @@ class Vocabulary:
         language's function-word list may stand outside them ("the chart of accounts").
         """
         prefix = language_prefix(language)
-        words = _words(text)
+        words = entry_words(text)
         matches = self._in_order(words, prefix)
         expansions = {expansion for _, expansion in matches}
         if len(expansions) != 1 or expansion_language(next(iter(expansions)))[0] is not None:
@@ -293,7 +212,7 @@ class Vocabulary:
     def _in_order(self, words: tuple[str, ...], prefix: str) -> list[tuple[list[int], str]]:
         """The phrases found as typed, left to right, the longest at each position."""
         index = self._by_first.get(prefix, {})
-        forms = [_singulars(word) for word in words]
+        forms = [singular_forms(word) for word in words]
         matches: list[tuple[list[int], str]] = []
         start = 0
         while start < len(forms):
@@ -340,7 +259,7 @@ class _Stemmer(Protocol):
 def _stemmer(prefix: str) -> Callable[[str], str]:
     """The language's stemming function, safe to call from several threads at once.
 
-    It stems a word's shortest singular form (`_singulars`): Snowball's Spanish stems
+    It stems a word's shortest singular form (`singular_forms`): Snowball's Spanish stems
     "almacenes" to almacen but "almacén" to almac, so a phrase written in the plural would
     miss a query in the singular. Of two forms as short ("families": famili, family), the
     first in alphabetical order, not the first a set yields, which depends on the process's
@@ -355,7 +274,7 @@ def _stemmer(prefix: str) -> Callable[[str], str]:
     lock = threading.Lock()
 
     def stem(word: str) -> str:
-        singular = min(_singulars(word), key=lambda form: (len(form), form))
+        singular = min(singular_forms(word), key=lambda form: (len(form), form))
         with lock:
             return stemmer.stemWord(singular)
 

@@ -1,6 +1,6 @@
 """Where each bundled vocabulary entry's iDempiere words come from: found, written, checked.
 
-    python -m rag_pipeline.search.vocabulary.sources [--fixtures DIR] [--write]
+    python -m benchmarks.eval.vocabulary_sources [--fixtures DIR] [--write]
 
 A maintainer's tool. It reads the real iDempiere text of the shared fixtures (`DIR`, default
 `../shared/fixtures` beside the repository; see its README): the dictionary's windows,
@@ -43,15 +43,15 @@ from rag_pipeline.search.vocabulary import (
     SOURCE_KINDS,
     SOURCE_SEPARATOR,
     Source,
-    _singulars,  # pyright: ignore[reportPrivateUsage]
-    _words,  # pyright: ignore[reportPrivateUsage]
     expansion_language,
     parse_entries,
     parse_sources,
 )
+from rag_pipeline.search.vocabulary.entries import entry_words, singular_forms
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_FIXTURES = HERE.parents[3] / "shared" / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
+VOCABULARY = REPO / "rag_pipeline" / "search" / "vocabulary"
+DEFAULT_FIXTURES = REPO.parent / "shared" / "fixtures"
 BUNDLED = ("en", "es")
 
 # Dictionary CSV file stem per source kind, in both fixture folders.
@@ -82,7 +82,7 @@ class Named:
 
     @cached_property
     def name_words(self) -> tuple[str, ...]:
-        return _words(self.source.name)
+        return entry_words(self.source.name)
 
     @cached_property
     def name_forms(self) -> frozenset[str]:
@@ -90,7 +90,7 @@ class Named:
 
     @cached_property
     def text_words(self) -> tuple[str, ...]:
-        return _words(self.text)
+        return entry_words(self.text)
 
     @cached_property
     def text_forms(self) -> frozenset[str]:
@@ -98,12 +98,12 @@ class Named:
 
 
 def _forms(words: Iterable[str]) -> frozenset[str]:
-    """Every singular form of every word (`_singulars`, as the loader reads plurals)."""
-    return frozenset(form for word in words for form in _singulars(word))
+    """Every singular form of every word (`singular_forms`, as the loader reads plurals)."""
+    return frozenset(form for word in words for form in singular_forms(word))
 
 
 def _same(word: str, other: str) -> bool:
-    return bool(_singulars(word) & _singulars(other))
+    return bool(singular_forms(word) & singular_forms(other))
 
 
 def key_words(expansion: str, language: str) -> tuple[tuple[str, ...], str]:
@@ -111,7 +111,7 @@ def key_words(expansion: str, language: str) -> tuple[tuple[str, ...], str]:
     the language they are written in."""
     tag, text = expansion_language(expansion)
     language = tag or language
-    words = _words(text)
+    words = entry_words(text)
     others = function_words(language)
     content = tuple(word for word in words if word not in others)
     return content or words, language
@@ -204,7 +204,7 @@ class Corpus:
 def _nearby(words: Iterable[str], item: Named) -> int:
     """How many places of the item's text hold every word of `words` within `_NEARBY` words."""
     words = tuple(words)
-    if not all(_singulars(word) & item.text_forms for word in words):
+    if not all(singular_forms(word) & item.text_forms for word in words):
         return 0
     span = len(words) + _NEARBY
     text = item.text_words
@@ -224,12 +224,12 @@ def _least(words: Iterable[str], item: Named) -> int:
 
 def _in_name(words: Iterable[str], item: Named) -> set[str]:
     """The words of `words` the item's name holds."""
-    return {word for word in words if _singulars(word) & item.name_forms}
+    return {word for word in words if singular_forms(word) & item.name_forms}
 
 
 def holds(item: Named, words: Iterable[str]) -> set[str]:
     """The words of `words` a row's name, description or help, or a page, holds."""
-    return {word for word in words if _singulars(word) & (item.name_forms | item.text_forms)}
+    return {word for word in words if singular_forms(word) & (item.name_forms | item.text_forms)}
 
 
 def _equal(words: tuple[str, ...], item: Named) -> bool:
@@ -391,19 +391,19 @@ def main() -> None:
         raise SystemExit(f"{args.fixtures}: no shared fixtures here; pass --fixtures DIR")
     corpus = Corpus(args.fixtures)
     for language in BUNDLED:
-        path = HERE / f"{language}.tsv"
+        path = VOCABULARY / f"{language}.tsv"
         lines, missing = source_lines(path, language, corpus)
         entries = parse_entries(lines, path.name)
         kinds = Counter(source.kind for entry in entries for source in entry.sources)
         sizes = Counter(len(entry.sources) for entry in entries if entry.sources)
-        print(  # noqa: T201 (a tool's report)
+        print(
             f"{path.name}: {len(entries) - len(missing)} entries with sources, "
             f"sources per kind {dict(kinds.most_common())}, "
             f"entries per number of sources {dict(sorted(sizes.items()))}; "
             f"{len(missing)} without a source"
         )
         for entry in missing:
-            print(f"  {entry}")  # noqa: T201
+            print(f"  {entry}")
         if args.write:
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
