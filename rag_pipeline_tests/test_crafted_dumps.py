@@ -48,7 +48,9 @@ def marker(pg_admin_uri: str) -> Iterator[Path]:
     """A path the server's OS user can create, proven by creating it once, then removed."""
     path = Path(tempfile.gettempdir()) / f"rag-crafted-dump-{uuid.uuid4().hex}"
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(f"COPY (SELECT 1) TO PROGRAM 'touch {path}'")  # type: ignore[arg-type]
+        # `cat` reads the row it is sent: a program that exits unread (touch) can make the
+        # server fail with a broken pipe when the machine is busy.
+        conn.execute(f"COPY (SELECT 1) TO PROGRAM 'cat > {path}'")  # type: ignore[arg-type]
     assert path.exists()
     path.unlink()
     yield path
