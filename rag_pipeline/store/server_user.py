@@ -96,8 +96,12 @@ def server_user(pgdata: Path) -> ServerUser:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        _remove_stale_users()
-        _create_user(name, pgdata)
+        # One process at a time edits the user database: useradd and userdel refuse to run
+        # beside each other, and a user just made must not be taken for a stale one.
+        ROOT_BINARIES_PARENT.mkdir(mode=0o755, parents=True, exist_ok=True)
+        with _lock(ROOT_BINARIES_PARENT / ".users.lock"):
+            _remove_stale_users()
+            _create_user(name, pgdata)
         entry = pwd.getpwnam(name)
     return ServerUser(entry.pw_uid, entry.pw_gid, entry.pw_name, as_root=True)
 
@@ -231,6 +235,8 @@ def _remove_stale_users() -> None:
         comment = entry.pw_gecos
         if not comment.startswith(_COMMENT_PREFIX):
             continue
-        if Path(comment.removeprefix(_COMMENT_PREFIX)).exists():
+        # Its data folder, or the folder it will be made in (a server being set up).
+        pgdata = Path(comment.removeprefix(_COMMENT_PREFIX))
+        if pgdata.exists() or pgdata.parent.exists():
             continue
         subprocess.run(["userdel", entry.pw_name], capture_output=True, check=False)
