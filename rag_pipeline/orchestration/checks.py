@@ -124,16 +124,19 @@ def partition_failures(
 
 
 def failures_result(
-    spec: SourceSpec, partition_key: str, failures: Sequence[FailedDocument]
+    spec: SourceSpec,
+    partition_key: str,
+    failures: Sequence[FailedDocument],
+    verb: str = "failed",
 ) -> dg.AssetCheckResult:
     """WARN naming the partition, the count and the first documents with their reasons."""
     documents = sorted({failure.source_id for failure in failures})
     first = [f"{f.source_id} ({f.stage}): {f.reason[:200]}" for f in failures[:_SHOWN]]
     description = (
-        f"{spec.name}/{partition_key}: {len(documents)} documents failed; first: "
+        f"{spec.name}/{partition_key}: {len(documents)} documents {verb}; first: "
         + "; ".join(first)
         if failures
-        else f"{spec.name}/{partition_key}: no document failed"
+        else f"{spec.name}/{partition_key}: no document {verb}"
     )
     return dg.AssetCheckResult(
         passed=not failures,
@@ -141,7 +144,7 @@ def failures_result(
         description=description,
         metadata={
             "partition": partition_key,
-            "documents_failed": len(documents),
+            f"documents_{verb}": len(documents),
             "documents": ", ".join(documents[:20]),
             "first_reasons": dg.MetadataValue.md("\n".join(f"- {line}" for line in first) or "–"),
         },
@@ -192,33 +195,9 @@ def stage_rule_check(
             context.instance, vectordb, spec, partition_key, stages=[rule.stage]
         )
         rejected = [f for f in failures if f.reason.startswith(rule.name)]
-        return rejected_result(spec, partition_key, rejected)
+        return failures_result(spec, partition_key, rejected, verb="rejected")
 
     return stage_rule
-
-
-def rejected_result(
-    spec: SourceSpec, partition_key: str, rejected: Sequence[FailedDocument]
-) -> dg.AssetCheckResult:
-    """WARN naming the partition and the documents a stage rule rejected, with reasons."""
-    documents = sorted({failure.source_id for failure in rejected})
-    first = [f"{f.source_id}: {f.reason[:200]}" for f in rejected[:_SHOWN]]
-    return dg.AssetCheckResult(
-        passed=not rejected,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=f"{spec.name}/{partition_key}: "
-        + (
-            f"{len(documents)} documents rejected; first: " + "; ".join(first)
-            if rejected
-            else "none rejected"
-        ),
-        metadata={
-            "partition": partition_key,
-            "documents_rejected": len(documents),
-            "rejected": ", ".join(documents[:20]),
-            "reasons": dg.MetadataValue.md("\n".join(f"- {line}" for line in first) or "–"),
-        },
-    )
 
 
 def index_integrity_check(
