@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
-from rag_pipeline._settings.parsers import parse_freshness_hours
+from rag_pipeline.settings.parsers import parse_freshness_hours
 
 
 class OperationsSettings(BaseSettings):

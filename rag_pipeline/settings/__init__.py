@@ -3,18 +3,18 @@
 Nothing here reads the environment at import time: `load_settings()` is called when a command
 or a resource starts, so a changed variable is seen by the next run, not frozen at code load.
 
-The fields are declared by group in `rag_pipeline._settings` (index, sources, search,
+The fields are declared by group in this package's modules (index, sources, search,
 operations); `Settings` combines the groups, and this module is the one to import from.
 """
 
 from pydantic import ValidationError, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from rag_pipeline._settings.index import BUNDLED_MODEL, IndexSettings
-from rag_pipeline._settings.operations import OperationsSettings
-from rag_pipeline._settings.parsers import parse_entity_weights, parse_freshness_hours
-from rag_pipeline._settings.search import AnswerSettings, SearchLimitSettings, SearchSettings
-from rag_pipeline._settings.sources import SourceSettings
+from rag_pipeline.settings.index import BUNDLED_MODEL, IndexSettings
+from rag_pipeline.settings.operations import OperationsSettings
+from rag_pipeline.settings.parsers import parse_entity_weights, parse_freshness_hours
+from rag_pipeline.settings.search import AnswerSettings, SearchLimitSettings, SearchSettings
+from rag_pipeline.settings.sources import SourceSettings
 
 __all__ = [
     "BUNDLED_MODEL",

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
-from rag_pipeline._settings.parsers import parse_entity_weights
+from rag_pipeline.settings.parsers import parse_entity_weights
 
 
 class AnswerSettings(BaseSettings):
