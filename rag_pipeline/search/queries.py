@@ -361,7 +361,7 @@ def search_statement(
 ) -> sql.SQL:
     """The statement for one mode: its legs, fusion, section collapse and lineage.
 
-    Its parameters are built by `engine.Searcher._params`. `exact_vectors` orders by an
+    Its parameters are built by `request.statement_parameters`. `exact_vectors` orders by an
     expression the HNSW index cannot serve, so the vector leg compares every (filtered)
     vector: exact, and cheap for a small index.
     """
