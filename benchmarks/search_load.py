@@ -108,7 +108,7 @@ def measure(threads: int, pool_size: int, total: int, queries: list[str]) -> Fig
 
 
 def _ingest_if_empty() -> None:
-    from rag_pipeline.search.mcp_server import KnowledgeTools
+    from rag_pipeline.search.mcp_tools import KnowledgeTools
 
     if KnowledgeTools(load_settings()).get_knowledge_stats().total_chunks:
         return
@@ -130,7 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.ingest:
         _ingest_if_empty()
-    from rag_pipeline.search.mcp_server import KnowledgeTools
+    from rag_pipeline.search.mcp_tools import KnowledgeTools
 
     stats = KnowledgeTools(load_settings()).get_knowledge_stats()
     print(

@@ -20,7 +20,7 @@ from psycopg.errors import QueryCanceled
 
 from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.search.engine import Searcher
-from rag_pipeline.search.mcp_server import KnowledgeTools
+from rag_pipeline.search.mcp_tools import KnowledgeTools
 from rag_pipeline.search.pool import (
     Interrupt,
     Interrupted,

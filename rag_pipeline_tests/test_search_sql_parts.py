@@ -11,12 +11,11 @@ from psycopg.rows import dict_row
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search import Searcher
+from rag_pipeline.search.collapse import LINEAGE, SECTION_COLLAPSE
 from rag_pipeline.search.queries import (
     FUSION,
     FUSION_SCORES,
     KEYWORD_RANKS,
-    LINEAGE,
-    SECTION_COLLAPSE,
     TITLE_RULES,
     VECTOR_LEG,
     keyword_leg,

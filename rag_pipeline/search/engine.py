@@ -1,4 +1,4 @@
-"""Hybrid search over the index: the public API (`search`, `Searcher`, `SearchHit`).
+"""Hybrid search over the index: the public API (`search`, `Searcher`; `SearchHit` in hits.py).
 
 A Searcher holds what is costly to build once per process — the model (loaded once through
 `rag_pipeline.operations.runtime`), a connection pool and the query understanding
@@ -13,95 +13,34 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.core.languages import language_prefix, ts_config_for
 from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.search.encoder import load_query_embedder
-from rag_pipeline.search.language import query_stop_words, request_words
+from rag_pipeline.search.hits import LegScores, SearchHit, hit_from_row
 from rag_pipeline.search.pool import search_pool, without_timeout
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, QueryError, check_length
 from rag_pipeline.search.ranking import Ranking
+from rag_pipeline.search.request import Expand, SearchRequest, statement_parameters
 from rag_pipeline.search.source_rules import source_rankings
 from rag_pipeline.search.spelling import Unknown, apply_corrections, find_unknown
 from rag_pipeline.search.stats import refresh_search_stats, stats_state
 from rag_pipeline.search.understanding import AddedWords, PreparedQuery, Understanding
-from rag_pipeline.search.vocabulary import expansion_language
 from rag_pipeline.search.vocabulary.phrase_vectors import SimilarEntry
 from rag_pipeline.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)
 
-Expand = Literal["parent", "chunk"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 # How often (seconds) a Searcher looks whether the chunks changed since the BM25 statistics.
 _STATS_CHECK_INTERVAL = 2.0
 __all__ = ["AddedWords", "LegScores", "PreparedQuery", "SearchHit", "Searcher", "search"]
-
-
-@dataclass(frozen=True)
-class LegScores:
-    """Where each leg put a hit (None: the leg did not find its section)."""
-
-    vector_rank: int | None
-    vector_score: float | None  # cosine similarity of the section's best chunk
-    keyword_rank: int | None
-    keyword_score: float | None  # BM25-style score of the section's best chunk
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One matching parent section, represented by its best chunk, with its lineage."""
-
-    source_type: str
-    source_id: str
-    language: str
-    title: str
-    breadcrumb: str
-    section_title: str
-    heading_path: list[str]
-    url: str
-    # vector: cosine; keyword: BM25; hybrid: fused, 1.0 = first in every leg; each times the
-    # weight of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS, 1 for most)
-    score: float
-    text: str  # the best-matching chunk
-    parent_text: str  # the whole section ('' when expand='chunk')
-    document_id: str
-    section_id: str
-    chunk_id: str
-    explain: LegScores | None = None  # with explain=True
-    # Lineage: the source's version of the document (wiki revision, K_Entry Updated, file
-    # size+mtime), the partitions listing it (comma-separated), when its vectors were written
-    # (ISO 8601) and the Dagster run that built its chunks.
-    source_version: str = ""
-    partition: str = ""
-    ingested_at: str = ""
-    run_id: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """What a search asks for besides the query: filters, size and shape of the hits."""
-
-    top_k: int
-    source_types: Sequence[str] | None
-    languages: Sequence[str] | None
-    breadcrumb: str | None
-    min_score: float | None
-    expand: Expand
-    sections_per_document: int | None
-    fusion: Fusion
 
 
 class Searcher:
@@ -251,7 +190,7 @@ class Searcher:
                         return rows
                     params["vector_candidates"] *= 4
 
-        return [_hit(row, explain) for row in self._pool.run(execute)]
+        return [hit_from_row(row, explain) for row in self._pool.run(execute)]
 
     def _mode(self, mode: Mode | None) -> Mode:
         chosen: Mode = mode or self.settings.search_mode
@@ -287,50 +226,8 @@ class Searcher:
         )
 
     def parameters(self, prepared: PreparedQuery, request: SearchRequest) -> dict[str, Any]:
-        """The statement's bind parameters, named like the SQL parts read them."""
-        query, ranking = prepared.query, self.ranking
-        tagged = [expansion_language(words) for words, _ in prepared.added.expansions]
-        title_rules = [(s.source_type, t) for s in self.rules for t in s.title_weights]
-        per_document = request.sections_per_document
-        return {
-            "query_vector": prepared.vector,
-            "ts_config": query.ts_config,
-            "query_language": language_prefix(query.language),
-            "query_text": query.text,
-            "identifiers": list(query.identifiers),
-            "request_words": request_words(query.language),
-            "query_stop_words": query_stop_words(query.text, query.language),
-            "cross_ts_config": None if language_prefix(query.language) == "en" else "english",
-            "added_texts": [words for _, words in tagged],
-            "added_covers": [covers for _, covers in prepared.added.expansions],
-            # "[en] mobile compatibility" is read as English whatever the query's language.
-            "added_ts_configs": [
-                query.ts_config if language is None else ts_config_for(language)
-                for language, _ in tagged
-            ],
-            "named": prepared.named,
-            "source_types": list(request.source_types) if request.source_types else None,
-            "languages": list(request.languages) if request.languages else None,
-            "breadcrumb": request.breadcrumb or None,
-            "vector_candidates": max(
-                ranking.min_vector_candidates, request.top_k * ranking.vector_candidates_per_hit
-            ),
-            "keyword_scan": self.keyword_scan,
-            "leg_sections": max(ranking.leg_sections, request.top_k),
-            "vector_weight": prepared.vector_weight,
-            "entity_weights": Jsonb(prepared.entity_weights),
-            "rule_sources": [source for source, _ in title_rules],
-            "rule_entity_types": [",".join(rule.entity_types) for _, rule in title_rules],
-            "rule_patterns": [rule.title_pattern for _, rule in title_rules],
-            "rule_weights": list(prepared.rule_weights),
-            "whole_document_sources": [s.source_type for s in self.rules if s.whole_documents],
-            "sections_per_document": ranking.sections_per_document
-            if per_document is None
-            else per_document,
-            "min_score": request.min_score,
-            "top_k": request.top_k,
-            "with_parent": request.expand == "parent",
-        } | {name: getattr(ranking, name) for name in _RANKING_PARAMETERS}
+        """The statement's bind parameters (`request.statement_parameters`)."""
+        return statement_parameters(prepared, request, self.ranking, self.rules, self.keyword_scan)
 
     def _unknown(self, query: Query) -> Unknown:
         """The words of `query` the index does not hold, with the candidates to correct them."""
@@ -418,44 +315,6 @@ class Searcher:
     def refresh_stats(self) -> None:
         """Rebuild the BM25 statistics now if the chunks changed (e.g. right after an ingest)."""
         self._pool.run(without_timeout(refresh_search_stats))
-
-
-# Ranking knobs the SQL reads under their own names.
-_RANKING_PARAMETERS = (
-    "k1",
-    "b",
-    "ident_boost",
-    "title_boost",
-    "typed_title_boost",
-    "request_word_weight",
-    "cross_language_term_weight",
-    "other_version_weight",
-    "vocabulary_weight",
-    "keyword_weight",
-    "rrf_k",
-    "sections_exponent",
-)
-
-
-# Columns read into a SearchHit as they are.
-_HIT_COLUMNS = (
-    *("source_type", "source_id", "language", "title", "breadcrumb", "section_title", "url"),
-    *("text", "parent_text", "document_id", "section_id", "chunk_id", "source_version"),
-)
-
-
-def _hit(row: dict[str, Any], explain: bool) -> SearchHit:
-    legs = LegScores(**{f.name: row[f.name] for f in fields(LegScores)}) if explain else None
-    ingested = row["ingested_at"]
-    return SearchHit(
-        **{column: row[column] for column in _HIT_COLUMNS},
-        heading_path=list(row["heading_path"]),
-        score=float(row["score"]),
-        explain=legs,
-        partition=row["partition"] or "",
-        ingested_at=ingested.isoformat() if ingested is not None else "",
-        run_id=row["run_id"] or "",
-    )
 
 
 _default: Searcher | None = None
