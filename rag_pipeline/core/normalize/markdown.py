@@ -169,6 +169,14 @@ class _CanonicalStyle:
 
     @staticmethod
     def update_mdit(mdit: MarkdownIt) -> None:
+        """Nothing: the admonition rules are added by `_WithAdmonitions`."""
+
+
+class _WithAdmonitions(_CanonicalStyle):
+    """The house style, and a parser that knows Docusaurus admonitions."""
+
+    @staticmethod
+    def update_mdit(mdit: MarkdownIt) -> None:
         """Teach the parser Docusaurus admonitions."""
         _use_admonitions(mdit)
 
@@ -183,9 +191,11 @@ def _admonition_validator(kind: str) -> Callable[..., bool]:
 
 
 @functools.cache
-def _parser() -> MarkdownIt:
+def _parser(admonitions: bool) -> MarkdownIt:
     # The same set-up as `mdformat.text`, built once: mdformat builds a new parser per call,
     # which costs more than the rendering of a typical document.
+    # The eight admonition rules are tried at every line, but only a line holding ":::" can
+    # open one: text without ":::" is parsed without them, to the same tokens.
     # mdformat's renderer is what markdown-it calls at run time; its typing says otherwise.
     mdit = MarkdownIt(renderer_cls=MDRenderer)  # pyright: ignore[reportArgumentType]
     # The commonmark preset stops at 20 levels of block nesting and drops deeper content
@@ -195,7 +205,8 @@ def _parser() -> MarkdownIt:
     mdit.options["store_labels"] = True
     mdit.options["parser_extension"] = []
     mdit.options["codeformatters"] = {}
-    for plugin in (mdformat.plugins.PARSER_EXTENSIONS["gfm"], _CanonicalStyle):
+    style = _WithAdmonitions if admonitions else _CanonicalStyle
+    for plugin in (mdformat.plugins.PARSER_EXTENSIONS["gfm"], style):
         if plugin not in mdit.options["parser_extension"]:
             mdit.options["parser_extension"].append(plugin)
             plugin.update_mdit(mdit)
@@ -292,11 +303,12 @@ def _check_nesting(tokens: list[Token], limit: int) -> None:
 
 
 def _render(markdown: str, base_url: str | None) -> tuple[str, str]:
-    mdit = _parser()
-    env: dict[str, Any] = {}
     # CommonMark turns NUL into U+FFFD; we promise NUL is removed (as the sanitizer does), so
     # it must go before the parser sees it.
-    tokens = mdit.parse(markdown.replace("\x00", ""), env)
+    markdown = markdown.replace("\x00", "")
+    mdit = _parser(":::" in markdown)
+    env: dict[str, Any] = {}
+    tokens = mdit.parse(markdown, env)
     _check_nesting(tokens, int(mdit.options["maxNesting"]))
     _prepare_tokens(tokens)
     if base_url:
