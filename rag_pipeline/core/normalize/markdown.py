@@ -28,7 +28,7 @@ from mdformat.renderer import MDRenderer, RenderContext, RenderTreeNode
 from mdit_py_plugins.container import container_plugin
 
 from rag_pipeline.core.normalize.document import NormalizationError
-from rag_pipeline.core.normalize.render_text import render_text
+from rag_pipeline.core.normalize.renderers import render_paragraph, render_text
 
 _MDFORMAT_OPTIONS: Mapping[str, Any] = {
     # "no" means: never wrap, and join the lines of a paragraph (see the module docstring).
@@ -163,6 +163,7 @@ class _CanonicalStyle:
         "ordered_list": _render_ordered_list,
         "image": _render_image,
         "text": render_text,
+        "paragraph": render_paragraph,
         **{f"container_{kind}": _render_admonition for kind in _ADMONITIONS},
     }
     POSTPROCESSORS: Mapping[str, Any] = {"paragraph": _escape_admonition_markers}
