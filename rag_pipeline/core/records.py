@@ -118,6 +118,13 @@ def record_hash(record: RawRecord | MarkdownRecord | SanitizedRecord | ChunkedRe
     The source's version is left out: a new version with the same content (a file touched, a
     null edit on the wiki) costs the raw stage a fetch and nothing downstream.
     """
+    return record_meta_and_hash(record)[1]
+
+
+def record_meta_and_hash(
+    record: RawRecord | MarkdownRecord | SanitizedRecord | ChunkedRecord,
+) -> tuple[Any, str]:
+    """`record_meta` and `record_hash` of a record from one pydantic dump (a store needs both)."""
     meta = record_meta(record)
-    meta["info"] = {k: v for k, v in meta["info"].items() if k != "version"}
-    return content_hash(meta, record.body)
+    hashed = {**meta, "info": {k: v for k, v in meta["info"].items() if k != "version"}}
+    return meta, content_hash(hashed, record.body)

@@ -19,8 +19,7 @@ from rag_pipeline.core.records import (
     RawRecord,
     SanitizedRecord,
     record_from,
-    record_hash,
-    record_meta,
+    record_meta_and_hash,
 )
 
 _BATCH = 500
@@ -105,18 +104,14 @@ def upsert_records(
     run_id: str,
 ) -> None:
     """Store `(key, input hash, record)` rows of a stage, replacing older versions."""
-    values = [
-        (
-            asset_key,
-            key,
-            input_hash,
-            record_hash(record),
-            Jsonb(jsonb_safe(record_meta(record))),
-            record.body.encode("utf-8", "surrogatepass"),
-            run_id,
+    values: list[tuple[str, str, str, str, Jsonb, bytes, str]] = []
+    for key, input_hash, record in rows:
+        # One pydantic dump gives both the stored metadata and the content hash.
+        meta, content_hash = record_meta_and_hash(record)
+        body = record.body.encode("utf-8", "surrogatepass")
+        values.append(
+            (asset_key, key, input_hash, content_hash, Jsonb(jsonb_safe(meta)), body, run_id)
         )
-        for key, input_hash, record in rows
-    ]
     if not values:
         return
     with conn.cursor() as cur:

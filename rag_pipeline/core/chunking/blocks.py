@@ -151,8 +151,16 @@ class _BlockParser:
             self._add_block(start + lead, end, "text", "lines", None)
 
 
+# Characters at which an inline rule of the commonmark preset can start (escapes, code,
+# emphasis, links, images, autolinks, HTML, entities, line breaks): without any of them, the
+# inline parser returns the text as it is.
+_INLINE_MARKUP = frozenset("\\`*_[]!<&\n\r")
+
+
 def plain_inline(source: str, deadline: Deadline) -> str:
     """Return the visible text of an inline Markdown snippet (a heading's title)."""
+    if _INLINE_MARKUP.isdisjoint(source):
+        return " ".join(source.split())
     parts: list[str] = []
 
     def walk(tokens: Sequence[Token]) -> None:

@@ -168,7 +168,8 @@ class _Chunker:
                     # Only shorter than `header`, so the room computed above still holds.
                     embedded = (first_header if index == 0 else header) + body
                     count = text.count(embedded)
-                    over = max(count, text.cost(embedded) + text.specials) - settings.max_tokens
+                    cost = text.cost_of_count(embedded, count)
+                    over = max(count, cost + text.specials) - settings.max_tokens
                     if over <= 0:
                         out.append((body, embedded, count, group[0].start, group[-1].end))
                         break

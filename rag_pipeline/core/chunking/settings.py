@@ -1,5 +1,6 @@
 """What the chunker is told: its settings, the token counter it uses and the context header."""
 
+import functools
 import hashlib
 import json
 import re
@@ -65,8 +66,14 @@ class ChunkingSettings:
 
         Stored with the chunks: when it changes, documents are re-chunked.
         """
-        payload = json.dumps({**asdict(self), "chunker_version": CHUNKER_VERSION}, sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+        return _fingerprint(self)
+
+
+@functools.cache
+def _fingerprint(settings: ChunkingSettings) -> str:
+    # Every chunked record carries it: computed once per settings, not once per document.
+    payload = json.dumps({**asdict(settings), "chunker_version": CHUNKER_VERSION}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 DEFAULT_SETTINGS = ChunkingSettings()

@@ -71,9 +71,21 @@ class DocumentText:
     def cost(self, text: str) -> int:
         """Model tokens of `text`, but never fewer than its share of the character budget."""
         self.deadline.check()
+        return self._cost(text, self.count(text))
+
+    def cost_of_count(self, text: str, count: int) -> int:
+        """`cost(text)` for a text whose `count` (special tokens included) is already known.
+
+        Saves tokenizing the text a second time (the chunker counts every chunk's embedded
+        text, then needs its cost too).
+        """
+        self.deadline.check()
+        return self._cost(text, count)
+
+    def _cost(self, text: str, count: int) -> int:
         settings = self.settings
         floor = -(-len(text) * settings.max_tokens // settings.max_chunk_chars)
-        return max(self.count(text) - self.specials, floor, 0)
+        return max(count - self.specials, floor, 0)
 
     def span_tokens(self, start: int, end: int) -> int:
         """The cost of `doc[start:end]`, cached."""

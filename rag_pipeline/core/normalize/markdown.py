@@ -28,6 +28,7 @@ from mdformat.renderer import MDRenderer, RenderContext, RenderTreeNode
 from mdit_py_plugins.container import container_plugin
 
 from rag_pipeline.core.normalize.document import NormalizationError
+from rag_pipeline.core.normalize.renderers import render_paragraph, render_text
 
 _MDFORMAT_OPTIONS: Mapping[str, Any] = {
     # "no" means: never wrap, and join the lines of a paragraph (see the module docstring).
@@ -161,9 +162,19 @@ class _CanonicalStyle:
         "strong": _render_strong,
         "ordered_list": _render_ordered_list,
         "image": _render_image,
+        "text": render_text,
+        "paragraph": render_paragraph,
         **{f"container_{kind}": _render_admonition for kind in _ADMONITIONS},
     }
     POSTPROCESSORS: Mapping[str, Any] = {"paragraph": _escape_admonition_markers}
+
+    @staticmethod
+    def update_mdit(mdit: MarkdownIt) -> None:
+        """Nothing: the admonition rules are added by `_WithAdmonitions`."""
+
+
+class _WithAdmonitions(_CanonicalStyle):
+    """The house style, and a parser that knows Docusaurus admonitions."""
 
     @staticmethod
     def update_mdit(mdit: MarkdownIt) -> None:
@@ -181,9 +192,11 @@ def _admonition_validator(kind: str) -> Callable[..., bool]:
 
 
 @functools.cache
-def _parser() -> MarkdownIt:
+def _parser(admonitions: bool) -> MarkdownIt:
     # The same set-up as `mdformat.text`, built once: mdformat builds a new parser per call,
     # which costs more than the rendering of a typical document.
+    # The eight admonition rules are tried at every line, but only a line holding ":::" can
+    # open one: text without ":::" is parsed without them, to the same tokens.
     # mdformat's renderer is what markdown-it calls at run time; its typing says otherwise.
     mdit = MarkdownIt(renderer_cls=MDRenderer)  # pyright: ignore[reportArgumentType]
     # The commonmark preset stops at 20 levels of block nesting and drops deeper content
@@ -193,7 +206,8 @@ def _parser() -> MarkdownIt:
     mdit.options["store_labels"] = True
     mdit.options["parser_extension"] = []
     mdit.options["codeformatters"] = {}
-    for plugin in (mdformat.plugins.PARSER_EXTENSIONS["gfm"], _CanonicalStyle):
+    style = _WithAdmonitions if admonitions else _CanonicalStyle
+    for plugin in (mdformat.plugins.PARSER_EXTENSIONS["gfm"], style):
         if plugin not in mdit.options["parser_extension"]:
             mdit.options["parser_extension"].append(plugin)
             plugin.update_mdit(mdit)
@@ -290,11 +304,12 @@ def _check_nesting(tokens: list[Token], limit: int) -> None:
 
 
 def _render(markdown: str, base_url: str | None) -> tuple[str, str]:
-    mdit = _parser()
-    env: dict[str, Any] = {}
     # CommonMark turns NUL into U+FFFD; we promise NUL is removed (as the sanitizer does), so
     # it must go before the parser sees it.
-    tokens = mdit.parse(markdown.replace("\x00", ""), env)
+    markdown = markdown.replace("\x00", "")
+    mdit = _parser(":::" in markdown)
+    env: dict[str, Any] = {}
+    tokens = mdit.parse(markdown, env)
     _check_nesting(tokens, int(mdit.options["maxNesting"]))
     _prepare_tokens(tokens)
     if base_url:
