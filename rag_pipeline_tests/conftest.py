@@ -37,6 +37,7 @@ hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "default")
 if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: a worker per core, at most 4 (each starts its own PostgreSQL and model)."""
     return max(1, min(os.cpu_count() or 1, 4))
