@@ -120,6 +120,21 @@ def test_a_good_restore_replaces_everything(indexed: str, tmp_path: Path, fmt: s
     assert _state(indexed) == before
 
 
+def _runs_pg_restore(pid: int) -> bool:
+    """Whether a descendant of `pid` is pg_restore (children come and go while we look)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return False
+    for child in children:
+        try:
+            if child.name() == "pg_restore":
+                return True
+        except psutil.NoSuchProcess:
+            continue
+    return False
+
+
 def test_killing_a_restore_half_way_leaves_old_or_new_data_never_a_broken_one(
     indexed: str, rag_env: Settings, tmp_path: Path
 ) -> None:
@@ -141,8 +156,7 @@ def test_killing_a_restore_half_way_leaves_old_or_new_data_never_a_broken_one(
         # Kill it as soon as pg_restore runs (or whenever it ends, if that was too quick).
         deadline = time.monotonic() + 120
         while process.poll() is None and time.monotonic() < deadline:
-            children = psutil.Process(process.pid).children(recursive=True)
-            if any(child.name() == "pg_restore" for child in children):
+            if _runs_pg_restore(process.pid):
                 break
             time.sleep(0.01)
     finally:
