@@ -98,8 +98,7 @@ def server_user(pgdata: Path) -> ServerUser:
     except KeyError:
         # One process at a time edits the user database: useradd and userdel refuse to run
         # beside each other, and a user just made must not be taken for a stale one.
-        ROOT_BINARIES_PARENT.mkdir(mode=0o755, parents=True, exist_ok=True)
-        with _lock(ROOT_BINARIES_PARENT / ".users.lock"):
+        with _lock(_root_state_folder() / ".users.lock"):
             _remove_stale_users()
             _create_user(name, pgdata)
         entry = pwd.getpwnam(name)
@@ -158,15 +157,20 @@ def _reachable_by_others(folder: Path) -> bool:
     return bool(os.stat(path / "postgres").st_mode & stat.S_IXOTH)
 
 
-def _copy_binaries(sources: list[Path], target: Path) -> None:
+def _root_state_folder() -> Path:
+    """ROOT_BINARIES_PARENT, made if missing, refused unless root alone can write it."""
     ROOT_BINARIES_PARENT.mkdir(mode=0o755, parents=True, exist_ok=True)
     info = os.lstat(ROOT_BINARIES_PARENT)
     if info.st_uid != 0 or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o022:
         raise EmbeddedServerError(
             f"{ROOT_BINARIES_PARENT} must be a folder owned by root and writable by root only "
-            "(it holds the binaries the embedded PostgreSQL runs as root's server user)"
+            "(it holds the binaries and locks of the embedded PostgreSQL's server users)"
         )
-    with _lock(ROOT_BINARIES_PARENT / ".lock"):
+    return ROOT_BINARIES_PARENT
+
+
+def _copy_binaries(sources: list[Path], target: Path) -> None:
+    with _lock(_root_state_folder() / ".lock"):
         if target.exists():
             return
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=ROOT_BINARIES_PARENT))
