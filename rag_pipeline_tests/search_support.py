@@ -152,14 +152,13 @@ def write_rows(
                 embedding=vector,
             )
         )
-    with conn.transaction():
-        index.write_documents(
-            conn,
-            [
-                _indexed(doc_id, doc, parents.get(doc_id, []), pieces.get(doc_id, []))
-                for doc_id, doc in documents
-            ],
-        )
+    index.write_documents(
+        conn,
+        [
+            _indexed(doc_id, doc, parents.get(doc_id, []), pieces.get(doc_id, []))
+            for doc_id, doc in documents
+        ],
+    )
     conn.commit()
 
 
