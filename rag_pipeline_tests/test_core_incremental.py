@@ -108,3 +108,34 @@ def test_a_rule_rejects_one_document_and_the_rest_is_stored() -> None:
     ]
     assert summary.kept == {"d3.md"}  # its previous version stays
     assert summary.counts() == {"new": 4, "changed": 0, "unchanged": 0, "failed": 1}
+
+
+def test_a_document_over_its_budget_fails_alone_in_workers_as_in_process() -> None:
+    records = [
+        _raw(f"doc{i:03}.md", f"# Page {i}\n\ntext {i}\n", SourceFormat.MARKDOWN)
+        for i in range(PARALLEL_MIN_DOCUMENTS + 20)
+    ]
+    # markdown-it and mdformat take about 20 s on this; the budget is 1 s.
+    records.insert(7, _raw("doc006b.md", "[" * 200_000, SourceFormat.MARKDOWN))
+    outcomes = []
+    for workers in (1, 2):
+        stored: dict[str, MarkdownRecord] = {}
+        summary = run_stage(
+            stage="markdown",
+            work=plan({r.key: r.body for r in records}, {}, "fp"),
+            previous_inputs={},
+            load=lambda keys: [(r.key, r) for r in records if r.key in keys],
+            transform=MarkdownStage(ChainOptions(), time_budget_seconds=1),
+            store=lambda rows, into=stored: into.update({k: r for k, _, r in rows}),
+            workers=workers,
+        )
+        outcomes.append((sorted(stored), [(f.source_id, f.reason) for f in summary.failed]))
+    assert outcomes[0] == outcomes[1]
+    names, failed = outcomes[1]
+    assert failed == [
+        (
+            "doc006b.md",
+            "markdown document took more than 1 s to convert (RAG_MAX_CONVERT_SECONDS)",
+        )
+    ]
+    assert len(names) == PARALLEL_MIN_DOCUMENTS + 20  # every other document was converted

@@ -12,7 +12,7 @@ from rag_pipeline.core.chunking import CHUNKER_VERSION, ChunkingSettings, TokenC
 from rag_pipeline.core.chunking import chunk_markdown as cut_markdown
 from rag_pipeline.core.frontmatter import split_front_matter
 from rag_pipeline.core.models import SourceFormat
-from rag_pipeline.core.normalize import to_markdown
+from rag_pipeline.core.normalize import conversion_stopped, to_markdown
 from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, RawRecord, SanitizedRecord
 from rag_pipeline.core.sanitize import SANITIZER_VERSION, sanitize_text
 from rag_pipeline.core.source import ChainOptions
@@ -88,6 +88,21 @@ class MarkdownStage:
             metadata={**info.metadata, **front},
         )
         return MarkdownRecord(raw.key, info, converted.markdown, converted.metadata)
+
+    # In a worker pool (`incremental.Budgeted`): the worker runs the converters itself and
+    # the pool kills it at the budget, instead of each worker running a child of its own.
+    @property
+    def budget_seconds(self) -> float | None:
+        """Most seconds one document's conversion may take."""
+        return self.time_budget_seconds
+
+    def unbudgeted(self) -> "MarkdownStage":
+        """This stage converting in the calling process, with no deadline of its own."""
+        return dataclasses.replace(self, time_budget_seconds=None)
+
+    def stopped(self, raw: RawRecord, error: BaseException) -> str:
+        """The failure of a document whose worker was killed at the budget or died."""
+        return str(conversion_stopped(raw.info.original_format, error, self.time_budget_seconds))
 
 
 def sanitize_record(record: MarkdownRecord) -> SanitizedRecord:

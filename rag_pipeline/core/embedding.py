@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -108,6 +108,39 @@ def assemble_bundled_model(models_dir: Path) -> Path:
     return target
 
 
+class TokenizerCounter:
+    """Counts a model's tokens, special tokens included, never truncated.
+
+    Picklable: a worker process that receives one loads the tokenizer file once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Args: path: the model's tokenizer.json."""
+        self.path = path
+        self.tokenizer = Tokenizer.from_file(str(path))
+        # Count what the model would see without truncation, so an over-long chunk is visible.
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+
+    def __call__(self, text: str) -> int:
+        """Model tokens of `text`."""
+        return len(self.tokenizer.encode(text).ids)
+
+    def __reduce__(self) -> tuple[Callable[[Path], "TokenizerCounter"], tuple[Path]]:
+        return (_counter_for, (self.path,))
+
+
+_counters: dict[Path, TokenizerCounter] = {}
+
+
+def _counter_for(path: Path) -> TokenizerCounter:
+    """One counter per tokenizer file and process (unpickling happens once per message)."""
+    counter = _counters.get(path)
+    if counter is None:
+        counter = _counters[path] = TokenizerCounter(path)
+    return counter
+
+
 class Embedder:
     """A loaded embedding model: passage and query vectors, and exact token counts."""
 
@@ -177,10 +210,8 @@ class Embedder:
             model_dir = Path(self._model.model._model_dir)  # type: ignore[attr-defined]
             default_max = _max_tokens_of(model_dir)
         self.max_tokens = spec.max_tokens or default_max
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # Count what the model would see without truncation, so an over-long chunk is visible.
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
+        self.token_counter = TokenizerCounter(model_dir / "tokenizer.json")
+        self._tokenizer = self.token_counter.tokenizer
         probe = next(iter(self._model.passage_embed(["dimension probe"])))
         self.dimension = len(probe)
 

@@ -12,13 +12,13 @@ Documents stream through a stage in batches: a batch is loaded, transformed and 
 import logging
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar, cast, runtime_checkable
 
+from rag_pipeline.core.deadline_pool import Answer, DeadlinePool
 from rag_pipeline.core.ids import stable_id
 from rag_pipeline.core.models import FailedDocument
-from rag_pipeline.core.workers import worker_pool
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +26,35 @@ logger = logging.getLogger(__name__)
 PARALLEL_MIN_DOCUMENTS = 200
 # Documents loaded, transformed and stored together: bounds a stage's memory.
 BATCH_DOCUMENTS = 64
-_PARALLEL_CHUNK = 16
+# Documents a worker process receives in one message.
+_PER_MESSAGE = 16
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+In_contra = TypeVar("In_contra", contravariant=True)
+
+
+@runtime_checkable
+class Budgeted(Protocol[In_contra]):
+    """A transform with a time budget per document that a worker pool can enforce.
+
+    In-process, the transform enforces its budget itself (for a third-party converter, by
+    running it in a child it kills). In a worker pool the worker is that child: it runs
+    `unbudgeted()` and the pool kills it when one document takes more than `budget_seconds`.
+    """
+
+    @property
+    def budget_seconds(self) -> float | None:
+        """Most seconds one document may take (None: no limit)."""
+        ...
+
+    def unbudgeted(self) -> Callable[[In_contra], object]:
+        """The same transform with no budget of its own (the pool enforces it)."""
+        ...
+
+    def stopped(self, record: In_contra, error: BaseException) -> str:
+        """Why a document failed when its worker was killed or died under it."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -115,6 +140,16 @@ def _apply(transform: Callable[[In], Out], key: str, record: In) -> _Outcome[Out
         return _Outcome(key, None, reason, "" if expected else traceback.format_exc())
 
 
+@dataclass(frozen=True)
+class _Keyed(Generic[In, Out]):
+    """`transform` over `(key, record)` pairs, failures caught (picklable for workers)."""
+
+    transform: Callable[[In], Out]
+
+    def __call__(self, item: tuple[str, In]) -> _Outcome[Out]:
+        return _apply(self.transform, *item)
+
+
 def _apply_batch(
     transform: Callable[[In], Out], items: Sequence[tuple[str, In]]
 ) -> list[_Outcome[Out]]:
@@ -134,11 +169,6 @@ def _batches(keys: Sequence[str], size: int) -> Iterator[list[str]]:
         yield list(keys[start : start + size])
 
 
-def _pool(workers: int) -> Executor:
-    # Spawned workers that exit when this process dies, even by SIGKILL (core/workers.py).
-    return worker_pool(workers)
-
-
 def run_stage(
     *,
     stage: str,
@@ -150,53 +180,99 @@ def run_stage(
     reject: Callable[[Out], str | None] | None = None,
     preview: Callable[[Out], str] | None = None,
     workers: int = 1,
+    parallel_from: int = PARALLEL_MIN_DOCUMENTS,
 ) -> StageSummary:
     """Compute the planned documents batch by batch; a failure is recorded, never fatal.
 
     `load(keys)` yields `(key, input record)` pairs; `store(rows)` persists a batch of
     `(key, input hash, output)`; `reject(output)` is a per-document rule whose reason, when
-    it returns one, fails that document alone. With `workers` > 1 and enough documents, the
-    transform runs in that many processes (`transform` is then pickled).
+    it returns one, fails that document alone. With `workers` > 1 and at least
+    `parallel_from` documents, the transform runs in that many processes (`transform` is
+    then pickled); below that, starting them would cost more than they save.
     """
     summary = StageSummary(stage=stage, kept=set(work.kept))
     keys = sorted(work.todo)
-    parallel = workers > 1 and len(keys) >= PARALLEL_MIN_DOCUMENTS
-    pool = _pool(workers) if parallel else None
-    try:
-        for batch in _batches(keys, BATCH_DOCUMENTS * (workers if parallel else 1)):
-            items = list(load(batch))
-            if pool is not None:
-                chunks = [
-                    items[i : i + _PARALLEL_CHUNK] for i in range(0, len(items), _PARALLEL_CHUNK)
-                ]
-                outcomes = [
-                    o
-                    for group in pool.map(_apply_batch, [transform] * len(chunks), chunks)
-                    for o in group
-                ]
-            else:
-                outcomes = _apply_batch(transform, items)
-            rows: list[tuple[str, str, Out]] = []
-            for outcome in outcomes:
-                result = outcome.result
-                if result is None:
-                    if outcome.trace:
-                        # Not an input problem we expect: keep the traceback for debugging.
-                        logger.error("%s failed on %s:\n%s", stage, outcome.key, outcome.trace)
-                    summary.fail(outcome.key, outcome.reason, previous_inputs)
-                    continue
-                reason = reject(result) if reject is not None else None
-                if reason:
-                    summary.fail(outcome.key, reason, previous_inputs)
-                    continue
-                rows.append((outcome.key, work.todo[outcome.key], result))
-            store(rows)
-            for key, _, result in rows:
-                summary.written.append(key)
-                summary.new += key not in previous_inputs
-                if preview is not None and not summary.preview_key:
-                    summary.preview_key, summary.preview_text = key, preview(result)
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+
+    def keep(outcomes: Sequence[_Outcome[Out]]) -> None:
+        rows: list[tuple[str, str, Out]] = []
+        for outcome in outcomes:
+            result = outcome.result
+            if result is None:
+                if outcome.trace:
+                    # Not an input problem we expect: keep the traceback for debugging.
+                    logger.error("%s failed on %s:\n%s", stage, outcome.key, outcome.trace)
+                summary.fail(outcome.key, outcome.reason, previous_inputs)
+                continue
+            reason = reject(result) if reject is not None else None
+            if reason:
+                summary.fail(outcome.key, reason, previous_inputs)
+                continue
+            rows.append((outcome.key, work.todo[outcome.key], result))
+        store(rows)
+        for key, _, result in rows:
+            summary.written.append(key)
+            summary.new += key not in previous_inputs
+            if preview is not None and not summary.preview_key:
+                summary.preview_key, summary.preview_text = key, preview(result)
+
+    if workers > 1 and len(keys) >= parallel_from:
+        _run_in_workers(keys, load, transform, keep, workers)
+    else:
+        for batch in _batches(keys, BATCH_DOCUMENTS):
+            keep(_apply_batch(transform, list(load(batch))))
     return summary
+
+
+def _run_in_workers(
+    keys: Sequence[str],
+    load: Callable[[Sequence[str]], Iterable[tuple[str, In]]],
+    transform: Callable[[In], Out],
+    keep: Callable[[Sequence[_Outcome[Out]]], None],
+    workers: int,
+) -> None:
+    """Transform in worker processes while this thread loads the next batch and stores the last.
+
+    At most two batches are in flight, so memory stays bounded by the batch size.
+    """
+    budgeted: Budgeted[In] | None = None
+    runs: Callable[[In], Out] = transform
+    module = type(cast(object, transform)).__module__  # the children import it on start
+    if isinstance(transform, Budgeted):
+        budgeted = cast("Budgeted[In]", transform)
+        runs = cast(Callable[[In], Out], budgeted.unbudgeted())
+
+    def outcomes(
+        items: list[tuple[str, In]], answers: list[Answer[_Outcome[Out]]]
+    ) -> list[_Outcome[Out]]:
+        found: list[_Outcome[Out]] = []
+        for (key, record), answer in zip(items, answers, strict=True):
+            if answer.value is not None:
+                found.append(answer.value)
+                continue
+            error = answer.error or RuntimeError("no answer from its worker")
+            reason = budgeted.stopped(record, error) if budgeted else failure_reason(error)[0]
+            found.append(_Outcome(key, None, reason))
+        return found
+
+    with DeadlinePool(
+        _Keyed(runs),
+        workers,
+        seconds=budgeted.budget_seconds if budgeted else None,
+        preload=module,
+        per_message=_PER_MESSAGE,
+    ) as pool:
+        running: tuple[list[tuple[str, In]], Future[list[Answer[_Outcome[Out]]]]] | None = None
+        for batch in _batches(keys, BATCH_DOCUMENTS * workers):
+            items = list(load(batch))
+            submitted = (items, pool.submit(items))
+            if running is not None:
+                keep(outcomes(*_results(running)))
+            running = submitted
+        if running is not None:
+            keep(outcomes(*_results(running)))
+
+
+def _results(
+    running: tuple[list[tuple[str, In]], "Future[list[Answer[_Outcome[Out]]]]"],
+) -> tuple[list[tuple[str, In]], list[Answer[_Outcome[Out]]]]:
+    return running[0], running[1].result()

@@ -46,6 +46,9 @@ from rag_pipeline.settings import load_settings
 # Concurrency pool of the model (its limit is set per deployment, e.g. by
 # RAG_EMBEDDING_CONCURRENCY or `dagster instance concurrency set embedding 1`).
 EMBEDDING_POOL = "embedding"
+# Chunks partitions from this many documents are chunked in worker processes (measured with
+# benchmarks/ingest.py: at 1,000 documents two workers' start cost more than they saved).
+CHUNK_PARALLEL_MIN_DOCUMENTS = 2000
 
 
 def document_assets(
@@ -193,10 +196,14 @@ def _chunks_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> 
             fingerprint=document_stages.chunk_fingerprint(settings, model.model_id),
             force=config.force,
             transform=document_stages.ChunkStage(
-                model.count_tokens, settings, embedder.settings.max_convert_seconds
+                model.token_counter, settings, embedder.settings.max_convert_seconds
             ),
             reject=over_budget,
             preview=_chunks_preview,
+            # Chunking is per-document CPU work too (the counter is picklable), but about a
+            # third of conversion's: workers pay for their start only on larger partitions.
+            workers=config.workers or vectordb.settings().effective_workers,
+            parallel_from=CHUNK_PARALLEL_MIN_DOCUMENTS,
         )
         return dg.MaterializeResult(
             value=StageOutput(spec.name, context.partition_key, done.summary),

@@ -21,7 +21,13 @@ import dagster as dg
 import psycopg
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.core.incremental import Plan, StageSummary, plan, run_stage
+from rag_pipeline.core.incremental import (
+    PARALLEL_MIN_DOCUMENTS,
+    Plan,
+    StageSummary,
+    plan,
+    run_stage,
+)
 from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, StageView
@@ -105,6 +111,7 @@ def document_stage(
     reject: Callable[[Any], str | None] | None = None,
     preview: Callable[[Any], str] | None = None,
     workers: int = 1,
+    parallel_from: int = PARALLEL_MIN_DOCUMENTS,
 ) -> StageResult:
     """Plan against this stage's stored inputs, transform what changed, complete the partition."""
     asset_key = context.asset_key.to_user_string()
@@ -131,6 +138,7 @@ def document_stage(
             reject=reject,
             preview=preview,
             workers=workers,
+            parallel_from=parallel_from,
         )
         metadata = complete_partition(
             conn,

@@ -26,6 +26,19 @@ __all__ = [
 ]
 
 
+def conversion_stopped(
+    source_format: SourceFormat, error: BaseException, seconds: float | None
+) -> NormalizationError:
+    """The error of a conversion whose process was killed at its deadline or died under it."""
+    if isinstance(error, DeadlineExceededError):
+        return NormalizationError(
+            f"{source_format.value} document took more than {seconds:g} s to "
+            "convert (RAG_MAX_CONVERT_SECONDS)"
+        )
+    # Killed from outside, or out of memory.
+    return NormalizationError(f"{source_format.value} document could not be converted: {error}")
+
+
 def _convert_call(call: tuple[str, SourceFormat, str | None]) -> MarkdownDocument:
     return _convert(*call)
 
@@ -100,15 +113,8 @@ def to_markdown(
         runner = thread_runner(_CONVERTERS)
         call = (body, source_format, base_url)
         return runner.call(_convert_call, call, time_budget_seconds)
-    except DeadlineExceededError:
-        raise NormalizationError(
-            f"{source_format.value} document took more than {time_budget_seconds:g} s to "
-            "convert (RAG_MAX_CONVERT_SECONDS)"
-        ) from None
-    except ChildProcessError as error:  # killed from outside, or out of memory
-        raise NormalizationError(
-            f"{source_format.value} document could not be converted: {error}"
-        ) from None
+    except (DeadlineExceededError, ChildProcessError) as error:
+        raise conversion_stopped(source_format, error, time_budget_seconds) from None
     except RecursionError as error:
         # Converters and the Markdown parser recurse per nesting level of the document.
         raise NormalizationError(

@@ -1,0 +1,265 @@
+"""Worker processes that run a function over many items, each item within a deadline.
+
+A stage's conversion used to go through two hops: a process pool's worker received a batch
+and sent every document on to a child of its own (`DeadlineRunner`) that could be killed when
+a third-party parser overran its budget. Each worker and each of their children paid a
+Python start and the converters' imports (about 0.4 s of CPU each), every document crossed
+two pipes, and the pool sat idle while the stage loaded and stored its batches.
+
+Decision: one hop. Each worker is a spawned child that the parent itself kills when an item
+overruns: the parent sends a batch, the child answers item by item, and every answer starts
+the next item's clock. A killed or dead child fails only the item it was working on; the
+rest of its batch goes to a fresh child. A thread of the pool's own sends, receives and kills
+(`connection.wait` over every child), so the caller submits batches and goes on loading and
+storing while the children compute. Children are the same kind as `workers.DeadlineRunner`'s:
+spawned, and gone when the process that made them dies (see `core/workers.py`).
+"""
+
+import multiprocessing
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Generic, TypeVar, cast
+
+from rag_pipeline.core.workers import DeadlineExceededError, watch_parent
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
+
+# How often the pool's thread looks for new batches when every child is idle.
+_IDLE_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Answer(Generic[_Out]):
+    """One item's outcome: its value, or the error it raised (or that stopped it)."""
+
+    value: _Out | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _Batch(Generic[_In, _Out]):
+    items: Sequence[_In]
+    future: "Future[list[Answer[_Out]]]"
+    answers: list[Answer[_Out] | None]
+    left: int
+
+
+@dataclass
+class _Child:
+    process: BaseProcess
+    conn: Connection
+    # (batch, positions in it) being computed, in order; the first is the running item.
+    work: deque[tuple[_Batch[object, object], int]] = field(default_factory=lambda: deque())
+    started: float = 0.0  # when the running item's clock started
+
+
+class DeadlinePool(Generic[_In, _Out]):
+    """`workers` spawned children applying `function` to items, each within `seconds`.
+
+    Use: `submit(items)` returns a future of one `Answer` per item, in order. An item that
+    runs past `seconds` (None: no limit) gets a `DeadlineExceededError`; one whose child died
+    under it (out of memory, a crash in C code) a `ChildProcessError`. Close the pool (or use
+    it as a context manager) to stop its children.
+    """
+
+    def __init__(
+        self,
+        function: Callable[[_In], _Out],
+        workers: int,
+        *,
+        seconds: float | None = None,
+        preload: str = "",
+        per_message: int = 16,
+    ) -> None:
+        """Args: preload: a module each child imports before it counts as started;
+        per_message: items sent to a child in one message."""
+        self._function = function
+        self._workers = workers
+        self._seconds = seconds
+        self._preload = preload
+        self._per_message = per_message
+        self._queue: deque[tuple[_Batch[_In, _Out], int]] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, name="deadline-pool", daemon=True)
+        self._thread.start()
+
+    def submit(self, items: Sequence[_In]) -> "Future[list[Answer[_Out]]]":
+        """Queue `items`; the future's result is their answers in the same order."""
+        future: Future[list[Answer[_Out]]] = Future()
+        batch = _Batch[_In, _Out](items, future, [None] * len(items), len(items))
+        if not items:
+            future.set_result([])
+            return future
+        with self._lock:
+            if self._failure is not None:
+                raise RuntimeError("the worker pool stopped") from self._failure
+            if self._closing:
+                raise RuntimeError("the worker pool is closed")
+            self._queue.extend((batch, position) for position in range(len(items)))
+        self._wake.set()
+        return future
+
+    def close(self) -> None:
+        """Stop the children (work still queued is abandoned) and the pool's thread."""
+        self._closing = True
+        self._wake.set()
+        self._thread.join()
+
+    def __enter__(self) -> "DeadlinePool[_In, _Out]":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # The pool's thread: starts the children (so their death signal is tied to it), feeds
+    # them, collects answers and kills overrunning ones.
+    def _serve(self) -> None:
+        children: list[_Child] = []
+        try:
+            children = [self._start() for _ in range(self._workers)]
+            for child in children:
+                self._ready(child)
+            while not self._closing:
+                self._feed(children)
+                busy = [c for c in children if c.work]
+                if not busy:
+                    self._wake.wait(_IDLE_SECONDS)
+                    self._wake.clear()
+                    continue
+                ready = wait([c.conn for c in busy], timeout=self._timeout(busy))
+                for child in busy:
+                    if child.conn in ready:
+                        self._receive(child, children)
+                    elif self._seconds is not None and (
+                        time.monotonic() - child.started > self._seconds
+                    ):
+                        self._fail_running(
+                            child,
+                            children,
+                            DeadlineExceededError(f"took more than {self._seconds:g} s"),
+                        )
+        except BaseException as exc:  # the pool's own fault: fail every waiting caller
+            self._failure = exc
+            self._abandon(children, exc)
+        finally:
+            for child in children:
+                _stop(child)
+            self._abandon(children, RuntimeError("the worker pool was closed"))
+
+    def _start(self) -> _Child:
+        parent, child_end = cast(tuple[Connection, Connection], multiprocessing.Pipe())
+        process = multiprocessing.get_context("spawn").Process(
+            target=_work, args=(child_end, os.getpid(), self._preload), daemon=True
+        )
+        process.start()
+        child_end.close()
+        return _Child(process, parent)
+
+    def _ready(self, child: _Child) -> None:
+        try:
+            child.conn.recv()  # imported: start-up is not counted against a deadline
+        except EOFError:
+            raise ChildProcessError("a worker process did not start") from None
+
+    def _feed(self, children: list[_Child]) -> None:
+        for child in children:
+            if child.work:
+                continue
+            with self._lock:
+                take = min(self._per_message, len(self._queue))
+                work = [self._queue.popleft() for _ in range(take)]
+            if not work:
+                return
+            child.work.extend(cast(list[tuple[_Batch[object, object], int]], work))
+            child.conn.send((self._function, [batch.items[i] for batch, i in work]))
+            child.started = time.monotonic()
+
+    def _timeout(self, busy: list[_Child]) -> float | None:
+        if self._seconds is None:
+            return _IDLE_SECONDS  # come back for new batches and for close()
+        now = time.monotonic()
+        left = min(child.started + self._seconds - now for child in busy)
+        return max(0.0, min(left, _IDLE_SECONDS))
+
+    def _receive(self, child: _Child, children: list[_Child]) -> None:
+        try:
+            ok, value = child.conn.recv()
+        except EOFError:
+            self._fail_running(child, children, ChildProcessError("its worker process died"))
+            return
+        batch, position = child.work.popleft()
+        answer: Answer[object] = Answer(value=value) if ok else Answer(error=cast(Exception, value))
+        _answer(batch, position, answer)
+        child.started = time.monotonic()
+
+    def _fail_running(self, child: _Child, children: list[_Child], error: BaseException) -> None:
+        """Fail the child's running item, replace the child, requeue the rest of its work."""
+        batch, position = child.work.popleft()
+        _answer(batch, position, Answer(error=error))
+        rest = list(child.work)
+        _stop(child)
+        replacement = self._start()
+        children[children.index(child)] = replacement
+        with self._lock:
+            self._queue.extendleft(cast(list[tuple[_Batch[_In, _Out], int]], reversed(rest)))
+        self._ready(replacement)
+
+    def _abandon(self, children: list[_Child], error: BaseException) -> None:
+        with self._lock:
+            queued = list(self._queue)
+            self._queue.clear()
+        pending = {id(b): b for b, _ in queued}
+        for child in children:
+            pending.update({id(b): cast(_Batch[_In, _Out], b) for b, _ in child.work})
+            child.work.clear()
+        for batch in pending.values():
+            if not batch.future.done():
+                batch.future.set_exception(error)
+
+
+def _answer(batch: _Batch[_In, _Out], position: int, answer: Answer[_Out]) -> None:
+    batch.answers[position] = answer
+    batch.left -= 1
+    if batch.left == 0 and not batch.future.done():
+        batch.future.set_result([a for a in batch.answers if a is not None])
+
+
+def _stop(child: _Child) -> None:
+    child.process.kill()
+    child.process.join()
+    child.conn.close()
+
+
+def _work(conn: Connection, parent_pid: int, preload: str) -> None:
+    """A child's loop: for each message (function, items), one answer per item, in order."""
+    import importlib
+
+    watch_parent(parent_pid)
+    if preload:
+        importlib.import_module(preload)
+    conn.send(None)
+    while True:
+        try:
+            function, items = conn.recv()
+        except EOFError:
+            return
+        for item in items:
+            try:
+                reply: tuple[bool, object] = (True, function(item))
+            except Exception as exc:  # handed to the caller, who decides
+                reply = (False, exc)
+            try:
+                conn.send(reply)
+            except Exception as exc:  # an unpicklable result or exception
+                conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))

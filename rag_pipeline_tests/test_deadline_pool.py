@@ -1,0 +1,72 @@
+"""The worker pool that kills a worker when one item overruns its deadline."""
+
+import os
+import time
+
+import pytest
+
+from rag_pipeline.core.deadline_pool import DeadlinePool
+from rag_pipeline.core.workers import DeadlineExceededError
+
+pytestmark = pytest.mark.unit
+
+
+def _work(item: str) -> str:
+    """Sleeps on "slow", exits the process on "crash", raises on "bad", else echoes."""
+    if item == "slow":
+        time.sleep(30)
+    if item == "crash":
+        os._exit(3)
+    if item == "bad":
+        raise ValueError("a bad item")
+    return f"{item}@{os.getpid()}"
+
+
+def test_answers_come_in_order_from_several_workers() -> None:
+    items = [f"i{n}" for n in range(100)]
+    with DeadlinePool(_work, 2, seconds=10, per_message=4) as pool:
+        answers = pool.submit(items).result(timeout=60)
+    assert [a.value.split("@")[0] for a in answers if a.value] == items
+    assert len({a.value.split("@")[1] for a in answers if a.value}) == 2  # both did work
+    assert str(os.getpid()) not in {a.value.split("@")[1] for a in answers if a.value}
+
+
+def test_an_overrun_fails_its_item_alone_and_the_batch_goes_on() -> None:
+    items = ["a", "b", "slow", "c", "d", "e"]
+    started = time.monotonic()
+    with DeadlinePool(_work, 1, seconds=0.5, per_message=6) as pool:
+        answers = pool.submit(items).result(timeout=60)
+    assert time.monotonic() - started < 20  # the sleeper was killed, not waited for
+    assert isinstance(answers[2].error, DeadlineExceededError)
+    assert str(answers[2].error) == "took more than 0.5 s"
+    values = [a.value for a in answers]
+    assert [v.split("@")[0] if v else None for v in values] == ["a", "b", None, "c", "d", "e"]
+    # The items after the sleeper ran in a fresh worker.
+    assert values[0]
+    assert values[3]
+    assert values[0].split("@")[1] != values[3].split("@")[1]
+
+
+def test_a_crash_fails_its_item_and_an_error_is_handed_back() -> None:
+    with DeadlinePool(_work, 2, seconds=10, per_message=2) as pool:
+        first = pool.submit(["x", "crash", "y", "bad", "z"])
+        second = pool.submit(["w"])
+        answers = first.result(timeout=60)
+        assert [a.value.split("@")[0] for a in second.result(timeout=60) if a.value] == ["w"]
+    assert isinstance(answers[1].error, ChildProcessError)
+    assert isinstance(answers[3].error, ValueError)
+    assert str(answers[3].error) == "a bad item"
+    assert [a.value.split("@")[0] for a in answers if a.value] == ["x", "y", "z"]
+
+
+def test_no_deadline_waits_and_closing_stops_the_workers() -> None:
+    pool = DeadlinePool(_work, 2, seconds=None)
+    assert pool.submit([]).result(timeout=1) == []
+    answers = pool.submit(["p", "q"]).result(timeout=60)
+    pids = {int(a.value.split("@")[1]) for a in answers if a.value}
+    pool.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with pytest.raises(RuntimeError):
+        pool.submit(["late"])
