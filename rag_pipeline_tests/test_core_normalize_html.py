@@ -195,6 +195,21 @@ def test_table_spans_degrade_to_empty_cells() -> None:
     ]
 
 
+def test_a_table_whose_spans_would_make_millions_of_cells_becomes_text() -> None:
+    # 4.5 KB of cells spanning 1,000 columns and rows (64 each after the cap) used to make
+    # a grid of millions of cells: seconds of conversion and megabytes of Markdown.
+    row = "<tr>" + "<td colspan=1000 rowspan=1000>x</td>" * 2 + "</tr>"
+    html = "<table>" + row * 100 + "</table><p>after</p>"
+    out = md(html)
+    assert len(out) < 4 * len(html)
+    assert out.split("\n\n")[:2] == ["x, x", "x, x"]
+    assert out.rstrip().endswith("after")
+    assert md("<table>" + row * 10 + "</table>").startswith("x, x\n\nx, x")
+    # Spans that stay near the table's own size still lay out on a grid.
+    wide = "<tr><td colspan=3>a</td><td>b</td></tr><tr><td>1</td><td>2</td></tr>"
+    assert md("<table>" + wide * 50 + "</table>").startswith("|  |  |  |  |\n")
+
+
 def test_table_cells_escape_pipes_and_flatten_blocks() -> None:
     html = (
         "<table><tr><th>Key</th><th>Value</th></tr>"

@@ -47,6 +47,14 @@ _NOFORMAT = "_noformat"
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _LINK_SCHEMES_DROPPED = ("javascript:", "vbscript:", "data:")
 _DELIMITERS = {"": "---", "left": ":--", "right": "--:", "center": ":-:"}
+# A table's grid may hold this many cells per cell of the source, plus the allowance: spans
+# past that are an amplification (each grid cell costs ~0.3 ms in the Markdown formatter).
+_GRID_CELLS_PER_CELL = 8
+_GRID_CELLS_ALLOWANCE = 1_000
+
+
+class _TooLargeError(Exception):
+    """A table whose spans would make a grid far larger than its source."""
 
 
 class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
@@ -111,9 +119,13 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         text: str = super().process_tag(cell, parent_tags=tags)  # pyright: ignore[reportAttributeAccessIssue]
         return escape_table_pipes(collapse_whitespace(text))
 
-    def _table_grid(self, rows: list[tuple[Tag, bool]], tags: set[str]) -> list[list[str]]:
+    def _table_grid(
+        self, rows: list[tuple[Tag, bool]], tags: set[str], room: int
+    ) -> list[list[str]]:
         grid: list[list[str]] = []
         spanned: dict[int, int] = {}  # column -> rows still covered by a rowspan from above
+        # Spans multiply: rows of cells spanning 64 columns and 64 rows each made a 4.5 KB
+        # table a grid of millions of cells. Past `room` cells the table is not laid out.
         for row, _ in rows:
             out: list[str] = []
             for cell in [*row_cells(row), None]:
@@ -129,6 +141,9 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
                     if rowspan > 1:
                         spanned[len(out)] = rowspan - 1
                     out.append("" if offset else text)
+            room -= len(out)
+            if room < 0:
+                raise _TooLargeError
             for later in [c for c, left in spanned.items() if c > len(out) and left > 0]:
                 spanned[later] -= 1
             grid.append(out)
@@ -142,12 +157,19 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
         if len(rows) == 1 and len(row_cells(rows[0][0])) == 1:
             # A one-cell table is layout, not data: its content keeps its block structure.
             return self._convert_as_block(row_cells(rows[0][0])[0], tags)
-        grid = self._table_grid(rows, tags)
-        if _INLINE in tags:
-            # GFM cells hold one line: a table inside a cell (or a heading) becomes text.
-            lines = (", ".join(cell for cell in row if cell) for row in grid)
-            return " " + "; ".join(line for line in lines if line) + " "
+        room = _GRID_CELLS_ALLOWANCE + _GRID_CELLS_PER_CELL * sum(
+            len(row_cells(row)) for row, _ in rows
+        )
+        try:
+            grid = self._table_grid(rows, tags, room)
+        except _TooLargeError:
+            # Its rows as text: the words stay searchable and the size proportional.
+            cells = [[self._cell_markdown(c, tags) for c in row_cells(row)] for row, _ in rows]
+            return _rows_as_text(cells, inline=_INLINE in tags)
         width = max(len(row) for row in grid)
+        if _INLINE in tags or width * len(grid) > room:
+            # GFM cells hold one line: a table inside a cell (or a heading) becomes text.
+            return _rows_as_text(grid, inline=_INLINE in tags)
         grid = [row + [""] * (width - len(row)) for row in grid]
         first_row, first_in_thead = rows[0]
         first_cells = row_cells(first_row)
@@ -309,3 +331,11 @@ class HtmlToMarkdown(MarkdownConverter):  # type: ignore[misc]
     def convert_tr(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         """A row outside any table (broken HTML): its cells as a paragraph."""
         return f"\n\n{text.strip()}\n\n"
+
+
+def _rows_as_text(rows: list[list[str]], *, inline: bool) -> str:
+    """A table's non-empty cells, a row per paragraph (inline: on one line, by "; ")."""
+    lines = [line for line in (", ".join(cell for cell in row if cell) for row in rows) if line]
+    if inline:
+        return " " + "; ".join(lines) + " "
+    return "\n\n" + "\n\n".join(lines) + "\n\n"
