@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from rag_pipeline.core.deadline_pool import DeadlinePool
+from rag_pipeline.core.deadline_pool import DeadlinePool, close_shared_pools, shared_pool
 from rag_pipeline.core.workers import DeadlineExceededError
 
 pytestmark = pytest.mark.unit
@@ -22,10 +22,14 @@ def _work(item: str) -> str:
     return f"{item}@{os.getpid()}"
 
 
+def _echo(item: str) -> str:
+    return f"echo {item}"
+
+
 def test_answers_come_in_order_from_several_workers() -> None:
     items = [f"i{n}" for n in range(100)]
-    with DeadlinePool(_work, 2, seconds=10, per_message=4) as pool:
-        answers = pool.submit(items).result(timeout=60)
+    with DeadlinePool(2, per_message=4) as pool:
+        answers = pool.submit(_work, items, 10).result(timeout=60)
     assert [a.value.split("@")[0] for a in answers if a.value] == items
     assert len({a.value.split("@")[1] for a in answers if a.value}) == 2  # both did work
     assert str(os.getpid()) not in {a.value.split("@")[1] for a in answers if a.value}
@@ -34,8 +38,8 @@ def test_answers_come_in_order_from_several_workers() -> None:
 def test_an_overrun_fails_its_item_alone_and_the_batch_goes_on() -> None:
     items = ["a", "b", "slow", "c", "d", "e"]
     started = time.monotonic()
-    with DeadlinePool(_work, 1, seconds=0.5, per_message=6) as pool:
-        answers = pool.submit(items).result(timeout=60)
+    with DeadlinePool(1, per_message=6) as pool:
+        answers = pool.submit(_work, items, 0.5).result(timeout=60)
     assert time.monotonic() - started < 20  # the sleeper was killed, not waited for
     assert isinstance(answers[2].error, DeadlineExceededError)
     assert str(answers[2].error) == "took more than 0.5 s"
@@ -48,11 +52,11 @@ def test_an_overrun_fails_its_item_alone_and_the_batch_goes_on() -> None:
 
 
 def test_a_crash_fails_its_item_and_an_error_is_handed_back() -> None:
-    with DeadlinePool(_work, 2, seconds=10, per_message=2) as pool:
-        first = pool.submit(["x", "crash", "y", "bad", "z"])
-        second = pool.submit(["w"])
+    with DeadlinePool(2, per_message=2) as pool:
+        first = pool.submit(_work, ["x", "crash", "y", "bad", "z"], 10)
+        second = pool.submit(_echo, ["w"])
         answers = first.result(timeout=60)
-        assert [a.value.split("@")[0] for a in second.result(timeout=60) if a.value] == ["w"]
+        assert [a.value for a in second.result(timeout=60)] == ["echo w"]
     assert isinstance(answers[1].error, ChildProcessError)
     assert isinstance(answers[3].error, ValueError)
     assert str(answers[3].error) == "a bad item"
@@ -60,13 +64,30 @@ def test_a_crash_fails_its_item_and_an_error_is_handed_back() -> None:
 
 
 def test_no_deadline_waits_and_closing_stops_the_workers() -> None:
-    pool = DeadlinePool(_work, 2, seconds=None)
-    assert pool.submit([]).result(timeout=1) == []
-    answers = pool.submit(["p", "q"]).result(timeout=60)
+    pool = DeadlinePool(2)
+    assert pool.submit(_work, []).result(timeout=1) == []
+    answers = pool.submit(_work, ["p", "q"]).result(timeout=60)
     pids = {int(a.value.split("@")[1]) for a in answers if a.value}
     pool.close()
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     with pytest.raises(RuntimeError):
-        pool.submit(["late"])
+        pool.submit(_work, ["late"])
+
+
+def test_stages_share_the_process_pool_until_it_is_closed() -> None:
+    first = shared_pool(2, "")
+    assert shared_pool(2, "") is first
+    items = [f"i{n}" for n in range(40)]  # more than one message: both children work
+
+    def pids() -> set[str]:
+        return {a.value.split("@")[1] for a in first.submit(_work, items).result(60) if a.value}
+
+    started = pids()
+    assert len(started) == 2
+    assert pids() <= started  # the same children
+    close_shared_pools()
+    assert first.closed
+    assert shared_pool(2, "") is not first
+    close_shared_pools()

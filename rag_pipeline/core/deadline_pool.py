@@ -13,6 +13,10 @@ rest of its batch goes to a fresh child. A thread of the pool's own sends, recei
 (`connection.wait` over every child), so the caller submits batches and goes on loading and
 storing while the children compute. Children are the same kind as `workers.DeadlineRunner`'s:
 spawned, and gone when the process that made them dies (see `core/workers.py`).
+
+Starting the children is most of what a 1,000-document stage costs, so consecutive stages
+share them: `shared_pool` keeps one pool per worker count and module for the process, until
+`close_shared_pools` (the embeddings step calls it: the model needs the memory then).
 """
 
 import multiprocessing
@@ -46,6 +50,8 @@ class Answer(Generic[_Out]):
 
 @dataclass
 class _Batch(Generic[_In, _Out]):
+    function: Callable[[_In], _Out]
+    seconds: float | None
     items: Sequence[_In]
     future: "Future[list[Answer[_Out]]]"
     answers: list[Answer[_Out] | None]
@@ -61,32 +67,22 @@ class _Child:
     started: float = 0.0  # when the running item's clock started
 
 
-class DeadlinePool(Generic[_In, _Out]):
-    """`workers` spawned children applying `function` to items, each within `seconds`.
+class DeadlinePool:
+    """`workers` spawned children applying functions to items, each item within a deadline.
 
-    Use: `submit(items)` returns a future of one `Answer` per item, in order. An item that
-    runs past `seconds` (None: no limit) gets a `DeadlineExceededError`; one whose child died
-    under it (out of memory, a crash in C code) a `ChildProcessError`. Close the pool (or use
-    it as a context manager) to stop its children.
+    Use: `submit(function, items, seconds)` returns a future of one `Answer` per item, in
+    order. An item that runs past `seconds` (None: no limit) gets a `DeadlineExceededError`;
+    one whose child died under it (out of memory, a crash in C code) a `ChildProcessError`.
+    Close the pool (or use it as a context manager) to stop its children.
     """
 
-    def __init__(
-        self,
-        function: Callable[[_In], _Out],
-        workers: int,
-        *,
-        seconds: float | None = None,
-        preload: str = "",
-        per_message: int = 16,
-    ) -> None:
+    def __init__(self, workers: int, *, preload: str = "", per_message: int = 16) -> None:
         """Args: preload: a module each child imports before it counts as started;
         per_message: items sent to a child in one message."""
-        self._function = function
         self._workers = workers
-        self._seconds = seconds
         self._preload = preload
         self._per_message = per_message
-        self._queue: deque[tuple[_Batch[_In, _Out], int]] = deque()
+        self._queue: deque[tuple[_Batch[object, object], int]] = deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closing = False
@@ -94,19 +90,23 @@ class DeadlinePool(Generic[_In, _Out]):
         self._thread = threading.Thread(target=self._serve, name="deadline-pool", daemon=True)
         self._thread.start()
 
-    def submit(self, items: Sequence[_In]) -> "Future[list[Answer[_Out]]]":
-        """Queue `items`; the future's result is their answers in the same order."""
+    def submit(
+        self, function: Callable[[_In], _Out], items: Sequence[_In], seconds: float | None = None
+    ) -> "Future[list[Answer[_Out]]]":
+        """Queue `function` over `items` (picklable, both); the future's result is their
+        answers in the same order."""
         future: Future[list[Answer[_Out]]] = Future()
-        batch = _Batch[_In, _Out](items, future, [None] * len(items), len(items))
         if not items:
             future.set_result([])
             return future
+        batch = _Batch[_In, _Out](function, seconds, items, future, [None] * len(items), len(items))
         with self._lock:
             if self._failure is not None:
                 raise RuntimeError("the worker pool stopped") from self._failure
             if self._closing:
                 raise RuntimeError("the worker pool is closed")
-            self._queue.extend((batch, position) for position in range(len(items)))
+            pending = cast(_Batch[object, object], batch)
+            self._queue.extend((pending, position) for position in range(len(items)))
         self._wake.set()
         return future
 
@@ -116,7 +116,12 @@ class DeadlinePool(Generic[_In, _Out]):
         self._wake.set()
         self._thread.join()
 
-    def __enter__(self) -> "DeadlinePool[_In, _Out]":
+    @property
+    def closed(self) -> bool:
+        """True once closed, or stopped by a fault of its own."""
+        return self._closing or self._failure is not None
+
+    def __enter__(self) -> "DeadlinePool":
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -141,14 +146,11 @@ class DeadlinePool(Generic[_In, _Out]):
                 for child in busy:
                     if child.conn in ready:
                         self._receive(child, children)
-                    elif self._seconds is not None and (
-                        time.monotonic() - child.started > self._seconds
+                    elif (seconds := child.work[0][0].seconds) is not None and (
+                        time.monotonic() - child.started > seconds
                     ):
-                        self._fail_running(
-                            child,
-                            children,
-                            DeadlineExceededError(f"took more than {self._seconds:g} s"),
-                        )
+                        error = DeadlineExceededError(f"took more than {seconds:g} s")
+                        self._fail_running(child, children, error)
         except BaseException as exc:  # the pool's own fault: fail every waiting caller
             self._failure = exc
             self._abandon(children, exc)
@@ -177,20 +179,27 @@ class DeadlinePool(Generic[_In, _Out]):
             if child.work:
                 continue
             with self._lock:
-                take = min(self._per_message, len(self._queue))
-                work = [self._queue.popleft() for _ in range(take)]
-            if not work:
-                return
-            child.work.extend(cast(list[tuple[_Batch[object, object], int]], work))
-            child.conn.send((self._function, [batch.items[i] for batch, i in work]))
+                if not self._queue:
+                    return
+                # One message holds items of one batch (one function, one deadline).
+                first = self._queue[0][0]
+                work: list[tuple[_Batch[object, object], int]] = []
+                while self._queue and len(work) < self._per_message:
+                    if self._queue[0][0] is not first:
+                        break
+                    work.append(self._queue.popleft())
+            child.work.extend(work)
+            child.conn.send((first.function, [first.items[i] for _, i in work]))
             child.started = time.monotonic()
 
-    def _timeout(self, busy: list[_Child]) -> float | None:
-        if self._seconds is None:
-            return _IDLE_SECONDS  # come back for new batches and for close()
-        now = time.monotonic()
-        left = min(child.started + self._seconds - now for child in busy)
-        return max(0.0, min(left, _IDLE_SECONDS))
+    def _timeout(self, busy: list[_Child]) -> float:
+        # Come back at least this often for new batches and for close().
+        now, timeout = time.monotonic(), _IDLE_SECONDS
+        for child in busy:
+            seconds = child.work[0][0].seconds
+            if seconds is not None:
+                timeout = min(timeout, child.started + seconds - now)
+        return max(0.0, timeout)
 
     def _receive(self, child: _Child, children: list[_Child]) -> None:
         try:
@@ -212,7 +221,7 @@ class DeadlinePool(Generic[_In, _Out]):
         replacement = self._start()
         children[children.index(child)] = replacement
         with self._lock:
-            self._queue.extendleft(cast(list[tuple[_Batch[_In, _Out], int]], reversed(rest)))
+            self._queue.extendleft(reversed(rest))
         self._ready(replacement)
 
     def _abandon(self, children: list[_Child], error: BaseException) -> None:
@@ -221,7 +230,7 @@ class DeadlinePool(Generic[_In, _Out]):
             self._queue.clear()
         pending = {id(b): b for b, _ in queued}
         for child in children:
-            pending.update({id(b): cast(_Batch[_In, _Out], b) for b, _ in child.work})
+            pending.update({id(b): b for b, _ in child.work})
             child.work.clear()
         for batch in pending.values():
             if not batch.future.done():
@@ -263,3 +272,29 @@ def _work(conn: Connection, parent_pid: int, preload: str) -> None:
                 conn.send(reply)
             except Exception as exc:  # an unpicklable result or exception
                 conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+_shared: dict[tuple[int, str], DeadlinePool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(workers: int, preload: str) -> DeadlinePool:
+    """The process's pool of `workers` children that import `preload`, started if need be.
+
+    Stages that run one after the other in a process use the same children; they stay until
+    `close_shared_pools` (or until the process ends, which kills them).
+    """
+    with _shared_lock:
+        pool = _shared.get((workers, preload))
+        if pool is None or pool.closed:
+            pool = _shared[(workers, preload)] = DeadlinePool(workers, preload=preload)
+        return pool
+
+
+def close_shared_pools() -> None:
+    """Stop every shared pool's children (they hold memory the embedding model may need)."""
+    with _shared_lock:
+        pools = list(_shared.values())
+        _shared.clear()
+    for pool in pools:
+        pool.close()

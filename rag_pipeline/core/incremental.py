@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, cast, runtime_checkable
 
-from rag_pipeline.core.deadline_pool import Answer, DeadlinePool
+from rag_pipeline.core.deadline_pool import Answer, shared_pool
 from rag_pipeline.core.ids import stable_id
 from rag_pipeline.core.models import FailedDocument
 
@@ -26,9 +26,6 @@ logger = logging.getLogger(__name__)
 PARALLEL_MIN_DOCUMENTS = 200
 # Documents loaded, transformed and stored together: bounds a stage's memory.
 BATCH_DOCUMENTS = 64
-# Documents a worker process receives in one message.
-_PER_MESSAGE = 16
-
 In = TypeVar("In")
 Out = TypeVar("Out")
 In_contra = TypeVar("In_contra", contravariant=True)
@@ -180,15 +177,14 @@ def run_stage(
     reject: Callable[[Out], str | None] | None = None,
     preview: Callable[[Out], str] | None = None,
     workers: int = 1,
-    parallel_from: int = PARALLEL_MIN_DOCUMENTS,
 ) -> StageSummary:
     """Compute the planned documents batch by batch; a failure is recorded, never fatal.
 
     `load(keys)` yields `(key, input record)` pairs; `store(rows)` persists a batch of
     `(key, input hash, output)`; `reject(output)` is a per-document rule whose reason, when
     it returns one, fails that document alone. With `workers` > 1 and at least
-    `parallel_from` documents, the transform runs in that many processes (`transform` is
-    then pickled); below that, starting them would cost more than they save.
+    `PARALLEL_MIN_DOCUMENTS` documents, the transform runs in that many processes
+    (`transform` is then pickled); below that, starting them would cost more than they save.
     """
     summary = StageSummary(stage=stage, kept=set(work.kept))
     keys = sorted(work.todo)
@@ -215,12 +211,22 @@ def run_stage(
             if preview is not None and not summary.preview_key:
                 summary.preview_key, summary.preview_text = key, preview(result)
 
-    if workers > 1 and len(keys) >= parallel_from:
+    if workers > 1 and len(keys) >= PARALLEL_MIN_DOCUMENTS:
         _run_in_workers(keys, load, transform, keep, workers)
     else:
         for batch in _batches(keys, BATCH_DOCUMENTS):
             keep(_apply_batch(transform, list(load(batch))))
     return summary
+
+
+def start_workers(workers: int, module: str, documents: int) -> None:
+    """Start the shared workers a stage of `documents` will use, so that it finds them ready.
+
+    `module` is the transform's module, the one they import; nothing happens below the
+    size at which a stage uses workers.
+    """
+    if workers > 1 and documents >= PARALLEL_MIN_DOCUMENTS:
+        shared_pool(workers, module)
 
 
 def _run_in_workers(
@@ -232,11 +238,14 @@ def _run_in_workers(
 ) -> None:
     """Transform in worker processes while this thread loads the next batch and stores the last.
 
-    At most two batches are in flight, so memory stays bounded by the batch size.
+    At most two batches are in flight, so memory stays bounded by the batch size. The
+    workers are the process's shared ones (`deadline_pool.shared_pool`): the next stage
+    finds them started.
     """
     budgeted: Budgeted[In] | None = None
     runs: Callable[[In], Out] = transform
-    module = type(cast(object, transform)).__module__  # the children import it on start
+    # The children import the transform's module on start (a function's, or an instance's).
+    module = str(getattr(transform, "__module__", None) or type(cast(object, transform)).__module__)
     if isinstance(transform, Budgeted):
         budgeted = cast("Budgeted[In]", transform)
         runs = cast(Callable[[In], Out], budgeted.unbudgeted())
@@ -254,22 +263,18 @@ def _run_in_workers(
             found.append(_Outcome(key, None, reason))
         return found
 
-    with DeadlinePool(
-        _Keyed(runs),
-        workers,
-        seconds=budgeted.budget_seconds if budgeted else None,
-        preload=module,
-        per_message=_PER_MESSAGE,
-    ) as pool:
-        running: tuple[list[tuple[str, In]], Future[list[Answer[_Outcome[Out]]]]] | None = None
-        for batch in _batches(keys, BATCH_DOCUMENTS * workers):
-            items = list(load(batch))
-            submitted = (items, pool.submit(items))
-            if running is not None:
-                keep(outcomes(*_results(running)))
-            running = submitted
+    pool = shared_pool(workers, module)
+    keyed = _Keyed(runs)
+    seconds = budgeted.budget_seconds if budgeted else None
+    running: tuple[list[tuple[str, In]], Future[list[Answer[_Outcome[Out]]]]] | None = None
+    for batch in _batches(keys, BATCH_DOCUMENTS * workers):
+        items = list(load(batch))
+        submitted = (items, pool.submit(keyed, items, seconds))
         if running is not None:
             keep(outcomes(*_results(running)))
+        running = submitted
+    if running is not None:
+        keep(outcomes(*_results(running)))
 
 
 def _results(

@@ -46,9 +46,6 @@ from rag_pipeline.settings import load_settings
 # Concurrency pool of the model (its limit is set per deployment, e.g. by
 # RAG_EMBEDDING_CONCURRENCY or `dagster instance concurrency set embedding 1`).
 EMBEDDING_POOL = "embedding"
-# Chunks partitions from this many documents are chunked in worker processes (measured with
-# benchmarks/ingest.py: at 1,000 documents two workers' start cost more than they saved).
-CHUNK_PARALLEL_MIN_DOCUMENTS = 2000
 
 
 def document_assets(
@@ -138,11 +135,10 @@ def _sanitized_asset(
         started = time.perf_counter()
         totals: dict[str, int] = {}
 
-        def sanitize(record: MarkdownRecord) -> SanitizedRecord:
-            result = document_stages.sanitize_record(record)
-            for rule, count in result.sanitize_counts.items():
+        def counted(record: SanitizedRecord) -> str | None:
+            for rule, count in record.sanitize_counts.items():
                 totals[rule] = totals.get(rule, 0) + count
-            return result
+            return _forbidden(record)
 
         done = document_stage(
             context,
@@ -151,8 +147,9 @@ def _sanitized_asset(
             stage="sanitized",
             fingerprint=document_stages.sanitize_fingerprint(),
             force=config.force,
-            transform=sanitize,
-            reject=_forbidden,
+            transform=document_stages.sanitize_record,
+            reject=counted,
+            workers=config.workers or vectordb.settings().effective_workers,
         )
         counts = {f"sanitize_{rule}": count for rule, count in sorted(totals.items())}
         return dg.MaterializeResult(
@@ -200,10 +197,9 @@ def _chunks_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> 
             ),
             reject=over_budget,
             preview=_chunks_preview,
-            # Chunking is per-document CPU work too (the counter is picklable), but about a
-            # third of conversion's: workers pay for their start only on larger partitions.
+            # Chunking is per-document CPU work too (the counter is picklable); the workers
+            # are the ones conversion started.
             workers=config.workers or vectordb.settings().effective_workers,
-            parallel_from=CHUNK_PARALLEL_MIN_DOCUMENTS,
         )
         return dg.MaterializeResult(
             value=StageOutput(spec.name, context.partition_key, done.summary),

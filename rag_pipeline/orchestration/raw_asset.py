@@ -12,7 +12,8 @@ from typing import Any
 import dagster as dg
 import psycopg
 
-from rag_pipeline.core.incremental import StageSummary, plan, run_stage
+from rag_pipeline.core import document_stages
+from rag_pipeline.core.incremental import StageSummary, plan, run_stage, start_workers
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.records import DocumentInfo, RawRecord
 from rag_pipeline.core.source import DocumentError, DocumentRef, Source, SourceDocument
@@ -78,7 +79,8 @@ def raw_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> dg.A
                 vectordb.connect() as conn,
                 advisory_lock(conn, spec.name, context.partition_key, RAW),
             ):
-                summary, metadata = _ingest_raw(context, conn, spec, source, config.force)
+                workers = config.workers or vectordb.settings().effective_workers
+                summary, metadata = _ingest_raw(context, conn, spec, source, config.force, workers)
         finally:
             source.close()
         return dg.MaterializeResult(
@@ -95,6 +97,7 @@ def _ingest_raw(
     spec: SourceSpec,
     source: Source,
     force: bool,
+    workers: int,
 ) -> tuple[StageSummary, dict[str, Any]]:
     """List, plan, fetch and store one partition; its summary and the figures to report."""
     asset_name = spec.asset_name(RAW)
@@ -110,6 +113,10 @@ def _ingest_raw(
         force=force,
     )
     context.log.info(f"raw: {len(work.todo)} to fetch, {len(work.kept)} unchanged")
+    # The next stages convert and chunk these in worker processes: start them now, while
+    # this stage fetches (a worker's start costs about as much CPU as converting 500
+    # documents).
+    start_workers(workers, document_stages.__name__, len(work.todo))
     summary = run_stage(
         stage=RAW,
         work=work,

@@ -20,14 +20,9 @@ from typing import Any
 import dagster as dg
 import psycopg
 
+from rag_pipeline.core.deadline_pool import close_shared_pools
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.core.incremental import (
-    PARALLEL_MIN_DOCUMENTS,
-    Plan,
-    StageSummary,
-    plan,
-    run_stage,
-)
+from rag_pipeline.core.incremental import Plan, StageSummary, plan, run_stage
 from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, StageView
@@ -111,7 +106,6 @@ def document_stage(
     reject: Callable[[Any], str | None] | None = None,
     preview: Callable[[Any], str] | None = None,
     workers: int = 1,
-    parallel_from: int = PARALLEL_MIN_DOCUMENTS,
 ) -> StageResult:
     """Plan against this stage's stored inputs, transform what changed, complete the partition."""
     asset_key = context.asset_key.to_user_string()
@@ -138,7 +132,6 @@ def document_stage(
             reject=reject,
             preview=preview,
             workers=workers,
-            parallel_from=parallel_from,
         )
         metadata = complete_partition(
             conn,
@@ -166,6 +159,8 @@ def embeddings_output(
     statistics and metadata are complete when it ends.
     """
     started = time.perf_counter()
+    # The conversion and chunking workers are done: their memory goes to the model.
+    close_shared_pools()
     source, partition_key = chunks.source_type, context.partition_key
     with vectordb.connect(autocommit=True) as conn:
         ensure_model(conn, model.model_id, model.dimension, force=force)
