@@ -140,7 +140,12 @@ def _retitle(page: str, mark: str) -> str:
     for number, line in enumerate(lines):
         if in_front and number and line == "---":
             in_front = False
-        elif (in_front and line.startswith("title:")) or (not in_front and line.startswith("# ")):
+        elif in_front and line.startswith("title:"):
+            # A JSON string is a valid YAML scalar, whatever the title holds.
+            title = line.removeprefix("title:").strip().strip("\"'")
+            lines[number] = f"title: {json.dumps(title + mark)}"
+            return "\n".join(lines)
+        elif not in_front and line.startswith("# "):
             lines[number] = line + mark
             return "\n".join(lines)
     return f"# Page{mark}\n\n{page}"

@@ -25,7 +25,8 @@ class IngestConfig(dg.Config):
     force: bool = False
     """Recompute every stage, even for unchanged documents (vectors still come from the cache)."""
     workers: int = 0
-    """Processes for format conversion (0: RAG_WORKERS, else the CPU count, at most 8)."""
+    """Worker processes converting, sanitizing and chunking (0: RAG_WORKERS, else the CPU
+    count, at most 8)."""
 
 
 def stage_tags(source_type: str, stage: str) -> dict[str, str]:

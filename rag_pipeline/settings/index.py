@@ -62,7 +62,9 @@ class IndexSettings(BaseSettings):
     )
 
     workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
-        default=None, description="Processes for format conversion (default: CPU count, max 8)."
+        default=None,
+        description="Worker processes converting, sanitizing and chunking (default: CPU count,"
+        " max 8).",
     )
     chunk_target_tokens: Annotated[int, Field(ge=16, le=8192)] = Field(
         default=200,
