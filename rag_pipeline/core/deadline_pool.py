@@ -16,7 +16,9 @@ spawned, and gone when the process that made them dies (see `core/workers.py`).
 
 Starting the children is most of what a 1,000-document stage costs, so consecutive stages
 share them: `shared_pool` keeps one pool per worker count and module for the process, until
-`close_shared_pools` (the embeddings step calls it: the model needs the memory then).
+`close_shared_pools` (the embeddings step calls it: the model needs the memory then) or
+until it has had nothing to do for `SHARED_IDLE_SECONDS` (a Celery worker process, which
+runs one step and waits for the next, does not keep them).
 """
 
 import multiprocessing
@@ -38,6 +40,12 @@ _Out = TypeVar("_Out")
 
 # How often the pool's thread looks for new batches when every child is idle.
 _IDLE_SECONDS = 0.05
+# A shared pool with nothing to do for this long stops its children.
+SHARED_IDLE_SECONDS = 30.0
+
+
+class PoolClosedError(RuntimeError):
+    """The pool was closed (or closed itself when idle) before the work was submitted."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +84,18 @@ class DeadlinePool:
     Close the pool (or use it as a context manager) to stop its children.
     """
 
-    def __init__(self, workers: int, *, preload: str = "", per_message: int = 16) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        preload: str = "",
+        per_message: int = 16,
+        idle_seconds: float | None = None,
+    ) -> None:
         """Args: preload: a module each child imports before it counts as started;
-        per_message: items sent to a child in one message."""
+        per_message: items sent to a child in one message; idle_seconds: close after this
+        long with nothing to do (None: stay until closed)."""
+        self._idle_seconds = idle_seconds
         self._workers = workers
         self._preload = preload
         self._per_message = per_message
@@ -104,7 +121,7 @@ class DeadlinePool:
             if self._failure is not None:
                 raise RuntimeError("the worker pool stopped") from self._failure
             if self._closing:
-                raise RuntimeError("the worker pool is closed")
+                raise PoolClosedError("the worker pool is closed")
             pending = cast(_Batch[object, object], batch)
             self._queue.extend((pending, position) for position in range(len(items)))
         self._wake.set()
@@ -135,13 +152,17 @@ class DeadlinePool:
             children = [self._start() for _ in range(self._workers)]
             for child in children:
                 self._ready(child)
+            idle_since = time.monotonic()
             while not self._closing:
                 self._feed(children)
                 busy = [c for c in children if c.work]
                 if not busy:
+                    if self._idled_out(idle_since):
+                        break
                     self._wake.wait(_IDLE_SECONDS)
                     self._wake.clear()
                     continue
+                idle_since = time.monotonic()
                 ready = wait([c.conn for c in busy], timeout=self._timeout(busy))
                 for child in busy:
                     if child.conn in ready:
@@ -158,6 +179,15 @@ class DeadlinePool:
             for child in children:
                 _stop(child)
             self._abandon(children, RuntimeError("the worker pool was closed"))
+
+    def _idled_out(self, since: float) -> bool:
+        if self._idle_seconds is None or time.monotonic() - since < self._idle_seconds:
+            return False
+        with self._lock:  # a submit either got in before, or finds the pool closed
+            if self._queue:
+                return False
+            self._closing = True
+            return True
 
     def _start(self) -> _Child:
         parent, child_end = cast(tuple[Connection, Connection], multiprocessing.Pipe())
@@ -282,13 +312,29 @@ def shared_pool(workers: int, preload: str) -> DeadlinePool:
     """The process's pool of `workers` children that import `preload`, started if need be.
 
     Stages that run one after the other in a process use the same children; they stay until
-    `close_shared_pools` (or until the process ends, which kills them).
+    `close_shared_pools`, until idle for `SHARED_IDLE_SECONDS`, or until the process ends.
     """
     with _shared_lock:
         pool = _shared.get((workers, preload))
         if pool is None or pool.closed:
-            pool = _shared[(workers, preload)] = DeadlinePool(workers, preload=preload)
+            pool = DeadlinePool(workers, preload=preload, idle_seconds=SHARED_IDLE_SECONDS)
+            _shared[(workers, preload)] = pool
         return pool
+
+
+def submit_shared(
+    workers: int,
+    preload: str,
+    function: Callable[[_In], _Out],
+    items: Sequence[_In],
+    seconds: float | None = None,
+) -> "Future[list[Answer[_Out]]]":
+    """`DeadlinePool.submit` on the shared pool, started again if it just closed itself."""
+    while True:
+        try:
+            return shared_pool(workers, preload).submit(function, items, seconds)
+        except PoolClosedError:
+            continue  # it idled out between lookup and submit: the next lookup starts one
 
 
 def close_shared_pools() -> None:

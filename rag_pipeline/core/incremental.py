@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, cast, runtime_checkable
 
-from rag_pipeline.core.deadline_pool import Answer, shared_pool
+from rag_pipeline.core.deadline_pool import Answer, shared_pool, submit_shared
 from rag_pipeline.core.ids import stable_id
 from rag_pipeline.core.models import FailedDocument
 
@@ -263,13 +263,12 @@ def _run_in_workers(
             found.append(_Outcome(key, None, reason))
         return found
 
-    pool = shared_pool(workers, module)
     keyed = _Keyed(runs)
     seconds = budgeted.budget_seconds if budgeted else None
     running: tuple[list[tuple[str, In]], Future[list[Answer[_Outcome[Out]]]]] | None = None
     for batch in _batches(keys, BATCH_DOCUMENTS * workers):
         items = list(load(batch))
-        submitted = (items, pool.submit(keyed, items, seconds))
+        submitted = (items, submit_shared(workers, module, keyed, items, seconds))
         if running is not None:
             keep(outcomes(*_results(running)))
         running = submitted
