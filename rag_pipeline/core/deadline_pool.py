@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Generic, TypeVar, cast
 
-from rag_pipeline.core.workers import DeadlineExceededError, watch_parent
+from rag_pipeline.core.workers import DeadlineExceededError, answer, start_child
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -282,26 +282,14 @@ def _stop(child: _Child) -> None:
 
 def _work(conn: Connection, parent_pid: int, preload: str) -> None:
     """A child's loop: for each message (function, items), one answer per item, in order."""
-    import importlib
-
-    watch_parent(parent_pid)
-    if preload:
-        importlib.import_module(preload)
-    conn.send(None)
+    start_child(conn, parent_pid, preload)
     while True:
         try:
             function, items = conn.recv()
         except EOFError:
             return
         for item in items:
-            try:
-                reply: tuple[bool, object] = (True, function(item))
-            except Exception as exc:  # handed to the caller, who decides
-                reply = (False, exc)
-            try:
-                conn.send(reply)
-            except Exception as exc:  # an unpicklable result or exception
-                conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+            answer(conn, function, item)
 
 
 _shared: dict[tuple[int, str], DeadlinePool] = {}

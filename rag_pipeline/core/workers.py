@@ -189,21 +189,31 @@ def thread_runner(preload: str = "") -> DeadlineRunner:
     return runner
 
 
-def _serve(conn: Connection, parent_pid: int, preload: str) -> None:
+def start_child(conn: Connection, parent_pid: int, preload: str) -> None:
+    """A spawned child's start: watch the parent, import `preload`, then say it is ready."""
     watch_parent(parent_pid)
     if preload:
         importlib.import_module(preload)
     conn.send(None)
+
+
+def answer(conn: Connection, function: Callable[[_In], object], argument: _In) -> None:
+    """Send `(True, function(argument))`, or `(False, the exception)` for the caller to raise."""
+    try:
+        reply: tuple[bool, object] = (True, function(argument))
+    except Exception as exc:  # handed to the caller, who decides
+        reply = (False, exc)
+    try:
+        conn.send(reply)
+    except Exception as exc:  # an unpicklable result or exception
+        conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _serve(conn: Connection, parent_pid: int, preload: str) -> None:
+    start_child(conn, parent_pid, preload)
     while True:
         try:
             function, argument = conn.recv()
         except EOFError:
             return
-        try:
-            reply: tuple[bool, object] = (True, function(argument))
-        except Exception as exc:  # handed to the caller, who decides
-            reply = (False, exc)
-        try:
-            conn.send(reply)
-        except Exception as exc:  # an unpicklable result or exception
-            conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+        answer(conn, function, argument)
