@@ -12,24 +12,22 @@ HNSW and full-text indexes) costs beside the model on this machine.
 """
 
 import argparse
-import os
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.ingest import _cpu_seconds, _server_pids, generate_corpus
+from benchmarks.ingest import (
+    _cpu_seconds,
+    _server_pids,
+    embedded_home,
+    generate_corpus,
+    process_cpu,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
 BEFORE_EMBEDDINGS = ["files_raw", "files_markdown", "files_sanitized", "files_chunks"]
-
-
-def _own_cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:
@@ -43,11 +41,7 @@ def main() -> None:
     if not (args.shared / "fixtures").is_dir():
         sys.exit(f"fixtures not found under {args.shared}; pass --shared")
     with tempfile.TemporaryDirectory(prefix="rag-embed-step-") as tmp:
-        home = Path(tmp) / "home"
-        home.mkdir()
-        os.environ["RAG_HOME"] = str(home)
-        for name in ("RAG_VECTORDB_URL", "RAG_VECTORDB_PG_HOST"):
-            os.environ.pop(name, None)
+        home = embedded_home(Path(tmp))
         corpus = Path(tmp) / "corpus"
         generate_corpus(args.shared, corpus, args.docs)
         run(corpus, home)
@@ -85,17 +79,17 @@ def run(corpus: Path, home: Path) -> None:
             return result
 
         materialize(BEFORE_EMBEDDINGS)
-        started, own, server = time.perf_counter(), _own_cpu(), _cpu_seconds(_server_pids(home))
+        started, own, server = time.perf_counter(), process_cpu(), _cpu_seconds(_server_pids(home))
         result = materialize(["files_embeddings"])
         wall = time.perf_counter() - started
-        own, server = _own_cpu() - own, _cpu_seconds(_server_pids(home)) - server
+        own, server = process_cpu() - own, _cpu_seconds(_server_pids(home)) - server
         (event,) = result.asset_materializations_for_node("files_embeddings")
         inside = float(event.metadata["embed_seconds"].value)  # type: ignore[arg-type]
         with connect(conninfo) as conn:
             texts = [r[0] for r in conn.execute("SELECT embedded_text FROM rag.chunks ORDER BY id")]
-        started, cpu = time.perf_counter(), _own_cpu()
+        started, cpu = time.perf_counter(), process_cpu()
         embedder.embed_passages(texts)
-        bare, bare_cpu = time.perf_counter() - started, _own_cpu() - cpu
+        bare, bare_cpu = time.perf_counter() - started, process_cpu() - cpu
         print(f"{len(texts)} chunks")
         print(
             f"embeddings step: {wall:.1f} s (model inside: {inside:.1f} s); CPU s: this "

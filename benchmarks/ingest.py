@@ -200,11 +200,7 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory(prefix="rag-bench-") as tmp:
-        home = Path(tmp) / "home"
-        home.mkdir()
-        os.environ["RAG_HOME"] = str(home)
-        for name in ("RAG_VECTORDB_URL", "RAG_VECTORDB_PG_HOST"):
-            os.environ.pop(name, None)
+        home = embedded_home(Path(tmp))
         corpus = Path(tmp) / "corpus"
         documents = generate_corpus(args.shared, corpus, int(args.docs))
         size = sum(f.stat().st_size for f in corpus.rglob("*") if f.is_file())
@@ -218,6 +214,16 @@ def main() -> None:
             from rag_pipeline.store.server import stop_embedded_server
 
             stop_embedded_server(load_settings())
+
+
+def embedded_home(folder: Path) -> Path:
+    """A fresh RAG_HOME in `folder`, set for this process, on the embedded database."""
+    home = folder / "home"
+    home.mkdir()
+    os.environ["RAG_HOME"] = str(home)
+    for name in ("RAG_VECTORDB_URL", "RAG_VECTORDB_PG_HOST"):
+        os.environ.pop(name, None)
+    return home
 
 
 def _tree_rss(root: int) -> int:
@@ -315,17 +321,16 @@ class CpuClock:
         self.home = home
 
     def now(self) -> float:
-        import resource
+        return process_cpu() + _cpu_seconds(_server_pids(self.home))
 
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (
-            own.ru_utime
-            + own.ru_stime
-            + children.ru_utime
-            + children.ru_stime
-            + _cpu_seconds(_server_pids(self.home))
-        )
+
+def process_cpu() -> float:
+    """CPU seconds of this process and its reaped children."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def edit_documents(corpus: Path, fraction: float) -> int:
