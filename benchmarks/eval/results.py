@@ -52,8 +52,8 @@ def labelled_sets(tmp: Path) -> dict[str, tuple[Path, Path]]:
 
 def measure(modes: list[str], only: list[str] | None, tmp: Path) -> dict[str, object]:
     """The figures of every set (or `only` these) in every mode."""
+    from rag_pipeline.evaluation.metrics import evaluate, load_qrels, load_queries
     from rag_pipeline.search.engine import Searcher
-    from rag_pipeline.search.evaluation import evaluate, load_qrels, load_queries
 
     searcher = Searcher()
     searcher.search("warm up the model and the pool", top_k=10)

@@ -290,7 +290,7 @@ def _print_understanding(searcher: "Searcher", prepared: "PreparedQuery") -> Non
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def evaluate_command(queries_file: Path, qrels_file: Path, mode: str | None, as_json: bool) -> None:
     """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1."""
-    from rag_pipeline.search.evaluation import METRICS, evaluate, load_qrels, load_queries
+    from rag_pipeline.evaluation.metrics import METRICS, evaluate, load_qrels, load_queries
 
     with _one_line_errors():
         queries = load_queries(queries_file)

