@@ -334,7 +334,7 @@ def get_pool(
 def search_pool(settings: Settings, conninfo: str | None = None) -> SearchPool:
     """The process's pool for the configured database (or `conninfo`), which restarts the
     embedded server when it stopped (`ready_conninfo`) and reconnects after a crash."""
-    from rag_pipeline.operations.runtime import ready_conninfo
+    from rag_pipeline.store.runtime import ready_conninfo
 
     if conninfo is not None:
         return get_pool(conninfo, pool_settings(settings))
