@@ -6,8 +6,9 @@ schemas are written for the model that chooses among them. A failure (no databas
 arguments) comes back as a tool error the model can read, never as a crash of the server.
 
 Every argument is bounded (lengths, counts) before any SQL runs; every statement runs on the
-shared search pool (`store/pool.py`): with a statement timeout, reconnecting after a restart of the
-server, and cancelled when the request that asked is cancelled or its client goes away.
+shared search pool (`store/pool.py`): with a statement timeout, reconnecting after a restart
+of the server, and cancelled when the request that asked is cancelled or its client goes
+away. Search goes through `rag_pipeline.search`'s public API, as any caller's does.
 
 Transports: stdio (what Claude Desktop, Claude Code and most clients launch; whoever starts
 the process owns it, so no token), or streamable HTTP on the loopback interface only

@@ -7,7 +7,7 @@ per document. It then completes its partition in one transaction (the raw stage'
 becomes the partition's membership, rows of documents no partition lists any more are
 deleted, failures are recorded). The stage IO manager only hands views downstream.
 
-The embeddings step hands its IO manager a stream of index rows (see `indexing.py`): the
+The embeddings step hands its IO manager a stream of index rows (see `store/indexing.py`): the
 chunk records are read once and the vectors come from the model or the cache as they are
 made; the IO manager writes them inside its one transaction.
 """

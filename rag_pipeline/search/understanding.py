@@ -3,7 +3,7 @@
 What a search runs is decided here, before any ranking: the cleaned text and its language
 (`query.py`), typing errors corrected (`spelling.py`, one round trip to the index), the words
 the search vocabulary adds (`vocabulary/`), the entry whose phrase is closest in meaning, the
-query's vector, and the weights the query changes (a source's rules, `source_rules.py`). The
+query's vector, and the weights the query changes (a source's rules, `core/source_rules.py`). The
 executor (`engine.py`) runs a PreparedQuery as it is; `rag search --explain` prints it.
 """
 
