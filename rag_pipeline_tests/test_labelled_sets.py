@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import rag_pipeline.search.vocabulary as vocabulary_package
+import rag_pipeline.sources.idempiere.vocabulary as vocabulary_package
+from rag_pipeline.core.words import fold, function_words
 from rag_pipeline.evaluation.metrics import load_qrels, load_queries
-from rag_pipeline.search.language import fold, function_words
 
 EVAL = Path(__file__).resolve().parents[1] / "benchmarks" / "eval"
 VOCABULARY = Path(vocabulary_package.__file__).parent
