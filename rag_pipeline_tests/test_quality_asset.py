@@ -116,6 +116,7 @@ def test_a_floor_fails_the_first_materialization_too(
 ) -> None:
     ingest("demo", instance)
     monkeypatch.setenv("RAG_QUALITY_FLOOR", "1")
+    monkeypatch.setenv("RAG_SEARCH_VOCABULARY_WEIGHT", "0")  # one question below 1, at least
     metadata, check, _ = _quality_run(instance)
     assert metadata["ndcg@10"] < 1
     assert not check.passed
