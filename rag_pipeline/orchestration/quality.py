@@ -226,9 +226,10 @@ def judge(
     worse = _worse_questions(latest, previous)
     metadata: dict[str, Any] = {
         NDCG: dg.MetadataValue.float(current),
-        "previous_ndcg@10": dg.MetadataValue.float(before) if before is not None else "none",
         "questions_worse": dg.MetadataValue.int(len(worse)),
     }
+    if before is not None:
+        metadata["previous_ndcg@10"] = dg.MetadataValue.float(before)
     if worse:
         metadata["worse_questions"] = dg.MetadataValue.md(
             "\n".join(f"- `{key}`: {old:.3f} → {new:.3f}" for key, old, new in worse)
