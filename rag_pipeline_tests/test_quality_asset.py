@@ -192,3 +192,44 @@ def test_the_readme_ci_recipe_fails_on_a_blocking_regression(
     assert done.returncode != 0, output[-3000:]
     assert output.count("RUN_SUCCESS") == 1, output[-3000:]
     assert "blocking asset check failed" in output, output[-3000:]
+
+
+def test_an_index_update_requests_the_quality_asset_once_per_period() -> None:
+    from datetime import UTC, datetime
+
+    from rag_pipeline.defs.wiki.partitions import WIKI_PARTITIONS
+    from rag_pipeline.orchestration.quality import QUALITY_KEY
+    from rag_pipeline.orchestration.source_registry import EMBEDDINGS, FILES, WIKI
+
+    definitions = defs()
+    selection = dg.AssetSelection.assets(QUALITY_KEY)
+    cursor = None
+
+    def tick(hour: int, minute: int) -> int:
+        nonlocal cursor
+        result = dg.evaluate_automation_conditions(
+            defs=definitions,
+            instance=instance,
+            asset_selection=selection,
+            evaluation_time=datetime(2026, 1, 5, hour, minute, tzinfo=UTC),
+            cursor=cursor,
+        )
+        cursor = result.cursor
+        return result.get_num_requested(QUALITY_KEY)
+
+    def index_updated(key: dg.AssetKey, partition: str) -> None:
+        instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=partition))
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("files_folders", ["demo"])
+        instance.add_dynamic_partitions(WIKI_PARTITIONS, ["export:demo"])
+        assert tick(9, 0) == 0  # nothing updated yet
+        index_updated(FILES.asset_key(EMBEDDINGS), "demo")
+        assert tick(9, 10) == 1
+        assert tick(9, 20) == 0
+        instance.report_runless_asset_event(dg.AssetMaterialization(QUALITY_KEY))  # its run
+        assert tick(9, 30) == 0
+        index_updated(WIKI.asset_key(EMBEDDINGS), "export:demo")
+        assert tick(9, 40) == 0  # once per period (RAG_QUALITY_PERIOD_CRON, hourly)
+        assert tick(10, 5) == 1  # the next period: the update not yet scored
+        assert tick(10, 15) == 0
