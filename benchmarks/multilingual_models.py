@@ -13,7 +13,8 @@ labelled set's questions by dense similarity alone: a document scores its best c
 with `rag_pipeline.evaluation.metrics` (nDCG@10, hit@1), overall, per query language and per
 kind of main answer (a wiki page or a dictionary entry), so "es_CO → wiki" is the Spanish
 question whose answer is an English wiki page. "minilm+X" ranks by reciprocal-rank fusion
-(k = 60) of MiniLM's and X's rankings: MiniLM plus a multilingual second vector.
+(k = 60) of MiniLM's and X's rankings: MiniLM plus a multilingual second vector; "routed
+minilm/X" ranks English questions (the set's `language`) with MiniLM and the others with X.
 
 Costs per model: load seconds, passages per wall second and per CPU second while embedding the
 chunks, query ms (p50/p95 wall and CPU, one query at a time), peak RSS (ru_maxrss of the
@@ -410,6 +411,8 @@ def main() -> None:
     position = {text: i for i, text in enumerate(passages)}
     order = [position[c.text] for c in chunks]
     query_index = {text: i for i, text in enumerate(texts)}
+    languages = {q.text: q.language for path, _ in sets.values() for q in load_queries(path)}
+    english = [languages[text] == "en_US" for text in texts]
     for model in models:
         print(f"embedding with {model} ...", file=sys.stderr)
         costs[model] = run_model(model, work, shards[model], args.threads)
@@ -431,6 +434,10 @@ def main() -> None:
             rankers[f"minilm+{other}"] = lambda i, a=base, b=second: (
                 1.0 / (RRF_K + ranks(a(i))) + 1.0 / (RRF_K + ranks(b(i)))
             )
+            # Routed by the question's language: MiniLM for English, the other model else.
+            rankers[f"routed minilm/{other}"] = lambda i, a=base, b=second: (
+                a(i) if english[i] else b(i)
+            ).astype(np.float64)
     quality = score_sets(sets, rankers, documents, query_index)
     record = {
         "date": datetime.date.today().isoformat(),
@@ -443,6 +450,7 @@ def main() -> None:
             "documents": len(documents),
         },
         "sets": {name: str(paths[0].parent) for name, paths in sets.items()},
+        "extra_sets": [folder.name.removesuffix("_set") for folder in args.extra_set],
         "scifact": "not run: no copy of SciFact on this machine and the benchmarks download "
         "nothing (benchmarks/beir.py needs the unzipped data set)",
         "costs": costs,
@@ -454,25 +462,29 @@ def main() -> None:
     print(f"\nwritten: {out}", file=sys.stderr)
 
 
-def table_text(record: dict[str, Any]) -> str:
-    """Quality (pooled over every set, and per set for the extra ones) and costs as Markdown."""
-    pooled: dict[str, Any] = record["quality"]["pooled"]
+def quality_table(set_name: str, by_ranker: dict[str, Any]) -> list[str]:
+    """nDCG@10 (hit@1) of each ranker on one set (or pooled), per language and answer kind."""
     groups = ["en_US → wiki", "en_US → dictionary", "es_CO → wiki", "es_CO → dictionary", "all"]
-    counts = {g: next(iter(pooled.values())).get(g, {}).get("queries", 0) for g in groups}
+    first = next(iter(by_ranker.values()))
+    groups = [g for g in groups if g in first]
     lines = [
-        "| dense-only, nDCG@10 (hit@1) | "
-        + " | ".join(f"{g} ({counts[g]} q)" for g in groups)
+        f"| {set_name}: dense-only nDCG@10 (hit@1) | "
+        + " | ".join(f"{g} ({first[g]['queries']} q)" for g in groups)
         + " |",
         "| --- |" + " --- |" * len(groups),
     ]
-    for name, figures in pooled.items():
-        cells = [
-            f"{figures[g]['ndcg@10']:.3f} ({figures[g]['hit@1']:.3f})" if g in figures else "—"
-            for g in groups
-        ]
+    for name, figures in by_ranker.items():
+        cells = [f"{figures[g]['ndcg@10']:.3f} ({figures[g]['hit@1']:.3f})" for g in groups]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def table_text(record: dict[str, Any]) -> str:
+    """Quality (pooled over every set, and per set for the extra ones) and costs as Markdown."""
+    lines: list[str] = []
+    for set_name in ["pooled", *record.get("extra_sets", [])]:
+        lines += [*quality_table(set_name, record["quality"][set_name]), ""]
     lines += [
-        "",
         "| model | load s | passages/s | passages/CPU s | query ms p50/p95 | query CPU ms "
         "p50/p95 | peak RSS MiB | installed MiB |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
