@@ -8,6 +8,7 @@ import errno
 import os
 
 from rag_pipeline.settings import ConfigError
+from rag_pipeline.settings.trust import UntrustedConfigError
 
 # The embedded server's pgserver-era lock: a stale one owned by another user broke every start.
 _PGSERVER_LOCK = ".lockfile"
@@ -29,7 +30,14 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
     from rag_pipeline.store.migrations import ModelMismatchError
     from rag_pipeline.store.server import EmbeddedServerError
 
-    known = (ConfigError, EmbeddingModelError, ModelMismatchError, BackupError, EmbeddedServerError)
+    known = (
+        ConfigError,
+        UntrustedConfigError,
+        EmbeddingModelError,
+        ModelMismatchError,
+        BackupError,
+        EmbeddedServerError,
+    )
     if isinstance(exc, known):
         detail = _one_line(str(exc))
         if _NO_SPACE in detail.lower():  # initdb, pg_ctl or pg_dump on a full disk
