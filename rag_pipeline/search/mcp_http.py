@@ -9,6 +9,7 @@ hand any of them the whole index (issue 38). So:
   RAG_HOME) on first use — readable by the user who owns the index, i.e. by whoever could read
   the data anyway. Compared in constant time.
 - **Session caps with eviction, not refusal**: `mcp_sessions.py`.
+- **Connection deadlines and caps**, before a request is read: `mcp_connections.py`.
 """
 
 import hashlib
@@ -19,14 +20,21 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag_pipeline.search.mcp_asgi import ASGIApp, Receive, Scope, Send, header_value, respond
 from rag_pipeline.search.mcp_sessions import SessionLimiter
 from rag_pipeline.settings import ConfigError, Settings
 
+if TYPE_CHECKING:
+    import uvicorn
+
 logger = logging.getLogger(__name__)
 
 TOKEN_FILE = "mcp-token"
+LOOPBACK = "127.0.0.1"
+# What h11 allows by default, stated: the request line and headers together.
+_MAX_HEADER_BYTES = 16 * 1024
 _MIN_TOKEN_CHARS = 16
 
 
@@ -128,3 +136,31 @@ def http_app(app: ASGIApp, settings: Settings, token: str) -> ASGIApp:
         idle_seconds=settings.mcp_session_idle_seconds,
     )
     return BearerAuth(limited, token)
+
+
+def http_config(app: ASGIApp, settings: Settings, port: int) -> "uvicorn.Config":
+    """The uvicorn configuration of `rag mcp --http`: loopback, headers of 16 KiB at most,
+    5 s keep-alive, no proxy headers, no WebSocket, and the connection limits of
+    `mcp_connections.py` (on uvicorn's h11 protocol)."""
+    import uvicorn
+
+    from rag_pipeline.search.mcp_connections import ConnectionLimits, bounded_protocol
+
+    limits = ConnectionLimits(
+        header_seconds=settings.mcp_header_seconds,
+        body_seconds=settings.mcp_body_seconds,
+        max_connections=settings.mcp_max_connections,
+        max_per_client=settings.mcp_max_connections_per_client,
+    )
+    return uvicorn.Config(
+        app,
+        host=LOOPBACK,
+        port=port,
+        log_level="warning",
+        http=bounded_protocol(limits),
+        ws="none",
+        # Otherwise X-Forwarded-For from loopback is believed: any local user picks an address.
+        proxy_headers=False,
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=_MAX_HEADER_BYTES,
+    )
