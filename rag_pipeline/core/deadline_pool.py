@@ -10,10 +10,11 @@ Decision: one hop. Each worker is a spawned child that the parent itself kills w
 overruns: the parent sends a batch, the child answers item by item, and every answer starts
 the next item's clock. A killed or dead child fails only the item it was working on; the
 rest of its batch goes to a fresh child. A child that died while idle (the OOM killer) is
-found when work is sent to it, and replaced: nothing fails (issue 49). A thread of the pool's own sends, receives and kills
-(`connection.wait` over every child), so the caller submits batches and goes on loading and
-storing while the children compute. Children are the same kind as `workers.DeadlineRunner`'s:
-spawned, and gone when the process that made them dies (see `core/workers.py`).
+found when work is sent to it, and replaced: nothing fails (issue 49). A thread of the pool's
+own sends, receives and kills (`connection.wait` over every child), so the caller submits
+batches and goes on loading and storing while the children compute. Children are the same
+kind as `workers.DeadlineRunner`'s: spawned, and gone when the process that made them dies
+(see `core/workers.py`).
 
 Starting the children is most of what a 1,000-document stage costs, so consecutive stages
 share them: `shared_pool` keeps one pool per worker count and module for the process, until
