@@ -259,7 +259,7 @@ class FakeWiki:
 class Fault:
     """A failure the server answers with instead of the real response."""
 
-    kind: str  # maxlag | 429 | 503 | malformed | warning | slow | the hostile ones above
+    kind: str  # maxlag | 429 | 503 | malformed | nested | warning | slow | the hostile ones
     remaining: int = 1
     when: Callable[[Mapping[str, str]], bool] | None = None
     retry_after: str = "0"
@@ -430,6 +430,10 @@ class MediaWikiServer:
         if fault is not None and fault.kind == "warning":
             data["warnings"] = {"main": {"warnings": 'Unrecognized parameter: "bogus".'}}
         body = json.dumps(data).encode()
+        if fault is not None and fault.kind == "nested":
+            # 400 KB: an array nested 200,000 deep inside the answer's first key.
+            depth = 200_000
+            body = b'{"parse": ' + b"[" * depth + b"]" * depth + b"}"
         if fault is not None and fault.kind == "malformed":
             body = body[: len(body) // 2]
         self._send(handler, status, body, "application/json; charset=utf-8", headers)

@@ -478,6 +478,28 @@ def test_streamable_http_refuses_a_missing_or_wrong_token(http_port: int) -> Non
         anyio.run(_sdk_search, http_port, "wrong-token-0123456789abcdef")
 
 
+def test_deeply_nested_arguments_are_refused_and_the_server_serves_on(http_port: int) -> None:
+    # Issue 49, item 6: a 400 KB nested array in a tool call's arguments.
+    session = _open_session(http_port, "nested")
+    depth = 200_000
+    body = (
+        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": '
+        b'"search_knowledge", "arguments": {"query": ' + b"[" * depth + b"]" * depth + b"}}}"
+    )
+    response = httpx2.post(
+        f"http://127.0.0.1:{http_port}/mcp",
+        content=body,
+        headers=_headers(session=session),
+        timeout=60,
+    )
+    assert response.status_code < 500, response.text
+    assert "search_knowledge" not in response.text or "error" in response.text.lower()
+    assert _list_tools_status(http_port, session) == 200
+    names, result = anyio.run(_sdk_search, http_port, TOKEN)
+    assert names == TOOLS
+    assert not result.is_error
+
+
 def test_one_client_opening_sessions_in_a_loop_locks_nobody_out(http_port: int) -> None:
     legit = _open_session(http_port, "legit")
     flood = [_open_session(http_port, "flood") for _ in range(3 * _MAX_SESSIONS)]

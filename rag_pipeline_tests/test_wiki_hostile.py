@@ -229,6 +229,29 @@ def test_a_malformed_parse_answer_fails_that_page_alone(
     assert all(d.version.isascii() and d.version.isdigit() for d in documents)
 
 
+def test_a_deeply_nested_answer_fails_that_page_alone_without_retries(
+    server: MediaWikiServer,
+) -> None:
+    # Issue 49, item 6: json.loads raised RecursionError and the whole partition failed.
+    bad = server.wiki.by_title("Page 1")
+    assert bad is not None
+    with _client(server) as client:
+        source = _source(server, client)
+        refs, _ = _listed(source, CATEGORY)
+        server.inject(
+            "nested",
+            times=5,
+            when=lambda p: p.get("action") == "parse" and p.get("pageid") == str(bad.pageid),
+        )
+        fetched = list(source.fetch(refs))
+    failures = [f for f in fetched if isinstance(f, FailedDocument)]
+    assert [f.source_id for f in failures] == [f"{bad.pageid}@en_US"]
+    assert "toodeep" in failures[0].reason
+    assert "nested more than 100 levels deep" in failures[0].reason
+    assert server.count(action="parse", pageid=str(bad.pageid)) == 1  # the same answer again
+    assert len([d for d in fetched if isinstance(d, SourceDocument)]) == 3
+
+
 def test_malformed_listing_entries_fail_their_pages_alone(server: MediaWikiServer) -> None:
     first = server.wiki.by_title("Page 0")
     second = server.wiki.by_title("Page 1")

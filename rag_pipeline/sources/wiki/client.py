@@ -18,11 +18,11 @@ that keeps answering `continue` stops after `max_listing_requests` requests or
 (anything else could answer in the wiki's name).
 
 Every request uses `format=json&formatversion=2` (lists instead of id-keyed objects, booleans
-instead of empty strings); MediaWiki 1.35 (the iDempiere wiki) answers errors as
+instead of empty strings), decoded with a bound on nesting (`core/json_limits.py`: too deep fails
+the request as `toodeep`, not retried); MediaWiki 1.35 (the iDempiere wiki) answers errors as
 `{"error": {"code", "info"}}` with HTTP 200, so errors are read from the body, not the status.
 """
 
-import json
 import logging
 import re
 import threading
@@ -35,6 +35,7 @@ from urllib.parse import quote
 import httpx
 
 from rag_pipeline.core.http_retry import RetryableError, RetryPolicy, parse_retry_after, retrying
+from rag_pipeline.core.json_limits import JSONTooDeepError, loads_bounded
 from rag_pipeline.core.redact import url_without_credentials
 from rag_pipeline.sources.wiki.http import (
     BodyEncodingError,
@@ -223,7 +224,7 @@ class MediaWikiClient:
         if status >= 400:
             # 4xx other than 429: asking again gives the same answer.
             raise WikiApiError(f"http{status}", f"{self.shown_url} refused the request")
-        data = _decode(body)
+        data = _decode(body, self.shown_url)
         error = json_object(data.get("error"))
         if error.get("code") == "maxlag":
             raise RetryableError(f"maxlag: {error.get('info', '')}", retry_after=retry_after)
@@ -367,9 +368,12 @@ def _one_line(text: str) -> str:
     return " ".join("".join(c if c.isprintable() else " " for c in text[:2000]).split())[:300]
 
 
-def _decode(body: bytes) -> dict[str, Any]:
+def _decode(body: bytes, shown_url: str) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = loads_bounded(body)
+    except JSONTooDeepError as exc:
+        # Asking again gives the same answer: fail this request (for a page, that page).
+        raise WikiApiError("toodeep", f"{shown_url}: {exc}") from None
     except ValueError as exc:
         # A proxy's HTML error page or a response cut off mid-way: worth another try.
         raise RetryableError(_one_line(f"response is not JSON ({exc})")) from None
