@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 
 TOKEN = "test-token-0123456789abcdef"
 _HEADER_SECONDS = 1.5
-_BODY_SECONDS = 1.5
+_BODY_SECONDS = 3 * _HEADER_SECONDS
 _MAX_CONNECTIONS = 40
 
 
@@ -48,10 +48,7 @@ def _free_port() -> int:
 @pytest.fixture
 def port() -> Iterator[int]:
     settings = load_settings(
-        mcp_header_seconds=_HEADER_SECONDS,
-        mcp_body_seconds=_BODY_SECONDS,
-        mcp_max_connections=_MAX_CONNECTIONS,
-        mcp_max_connections_per_client=_MAX_CONNECTIONS,
+        mcp_header_seconds=_HEADER_SECONDS, mcp_max_connections=_MAX_CONNECTIONS
     )
     number = _free_port()
     server = uvicorn.Server(http_config(BearerAuth(_app, TOKEN), settings, number))

@@ -35,6 +35,8 @@ TOKEN_FILE = "mcp-token"
 LOOPBACK = "127.0.0.1"
 # What h11 allows by default, stated: the request line and headers together.
 _MAX_HEADER_BYTES = 16 * 1024
+# A request's body may take this many times RAG_MCP_HEADER_SECONDS once its headers are in.
+_BODY_FACTOR = 3
 _MIN_TOKEN_CHARS = 16
 
 
@@ -148,9 +150,10 @@ def http_config(app: ASGIApp, settings: Settings, port: int) -> "uvicorn.Config"
 
     limits = ConnectionLimits(
         header_seconds=settings.mcp_header_seconds,
-        body_seconds=settings.mcp_body_seconds,
+        body_seconds=_BODY_FACTOR * settings.mcp_header_seconds,
         max_connections=settings.mcp_max_connections,
-        max_per_client=settings.mcp_max_connections_per_client,
+        # On loopback every local user is one address: half is left for the others.
+        max_per_client=max(1, settings.mcp_max_connections // 2),
     )
     return uvicorn.Config(
         app,

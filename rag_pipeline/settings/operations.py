@@ -89,22 +89,12 @@ class OperationsSettings(BaseSettings):
     mcp_header_seconds: Annotated[float, Field(gt=0, le=3600)] = Field(
         default=10.0,
         description="Seconds a connection to `rag mcp --http` may take to send its request "
-        "headers (from its opening, or its previous answer) before it is closed.",
-    )
-    mcp_body_seconds: Annotated[float, Field(gt=0, le=3600)] = Field(
-        default=30.0,
-        description="Seconds a request to `rag mcp --http` may take to send its body once "
-        "its headers are in; a slower one is cut.",
+        "headers (from its opening, or its previous answer); its body gets 3 times as long.",
     )
     mcp_max_connections: Annotated[int, Field(ge=2, le=100_000)] = Field(
         default=256,
-        description="Open connections to `rag mcp --http` in total; a new one past it closes "
-        "the one waiting longest for its headers (or is closed when all are busy).",
-    )
-    mcp_max_connections_per_client: Annotated[int, Field(ge=1, le=100_000)] = Field(
-        default=128,
-        description="Open connections of one client address to `rag mcp --http` (every local "
-        "user is 127.0.0.1); past it the client's longest-waiting one is closed.",
+        description="Open connections to `rag mcp --http` in total (half of them per client "
+        "address); a new one past a cap closes the one waiting longest for its headers.",
     )
     search_statement_timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = Field(
         default=5000,
