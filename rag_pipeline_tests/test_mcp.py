@@ -591,7 +591,17 @@ def test_a_client_going_away_cancels_its_statement(
         assert _wait_for(lambda: _stats_statements(url) == 0, 15)
 
 
-def test_a_statement_past_the_timeout_is_a_tool_error(server_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("get_knowledge_stats", {}),
+        # Issue 49, item 12: it opened a connection of its own, without a statement timeout.
+        ("get_document_lineage", {"target": "demo/payment-allocation.json"}),
+    ],
+)
+def test_a_statement_past_the_timeout_is_a_tool_error(
+    server_env: dict[str, str], tool: str, arguments: dict[str, Any]
+) -> None:
     url = server_env["RAG_VECTORDB_URL"]
 
     async def call() -> tuple[CallToolResult, float]:
@@ -600,10 +610,10 @@ def test_a_statement_past_the_timeout_is_a_tool_error(server_env: dict[str, str]
             command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=env
         )
         async with Client(params, read_timeout_seconds=120) as client:
-            assert not (await client.call_tool("get_knowledge_stats", {})).is_error
+            assert not (await client.call_tool(tool, arguments)).is_error
             with _documents_locked(url):
                 started = time.monotonic()
-                result = await client.call_tool("get_knowledge_stats", {})
+                result = await client.call_tool(tool, arguments)
                 return result, time.monotonic() - started
 
     result, seconds = anyio.run(call)
