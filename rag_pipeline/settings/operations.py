@@ -58,6 +58,11 @@ class OperationsSettings(BaseSettings):
     wiki_listing_timeout_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
         default=900.0, description="Seconds one wiki listing may take, retries included."
     )
+    wiki_fetch_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=300.0,
+        description="Seconds one wiki request (a page's fetch) may take, retries included; "
+        "a page past it fails alone.",
+    )
     llm_deadline_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
         default=300.0,
         description="Seconds one LLM answer may take in all, retries and waits included; "
