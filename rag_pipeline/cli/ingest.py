@@ -92,12 +92,11 @@ def ingest(
                 _print_summary(summary)
                 any_failed = any_failed or bool(summary.failures)
                 if not summary.success:
-                    failed_runs.append(f"{spec.name}/{short(key)}")
+                    failed_runs.append(f"{spec.name}/{short(key)} ({summary.error or 'no cause'})")
                     click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
     if failed_runs:
-        raise click.ClickException(
-            f"{len(failed_runs)} runs failed: {', '.join(failed_runs)} (see the Dagster UI)"
-        )
+        runs = "1 run" if len(failed_runs) == 1 else f"{len(failed_runs)} runs"
+        raise click.ClickException(f"{runs} failed: {'; '.join(failed_runs)}")
     if strict and any_failed:
         sys.exit(1)
 
@@ -152,8 +151,9 @@ def _run_config(
     job: Any, force: bool, spec: SourceSpec, overrides: dict[str, Any]
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
-        # The progress bar and summary say what matters; the event log is in the UI.
-        "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+        # The progress bar and summary say what matters, a failed run its cause in one line;
+        # the tracebacks stay in the run's event log (the UI), not on the terminal.
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }
     if force:
         # Every step: the stages read it (IngestConfig), the checks take any config.
