@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from rag_pipeline.cli.run_guard import OWNER_TAG, Terminated, cancel_run, owner
+
 # The code location `dagster job execute -m` loads, whose jobs `rag ingest` runs.
 _CODE_LOCATION_MODULE = "rag_pipeline.definitions"
 _CODE_LOCATION_ATTRIBUTE = "defs"
@@ -78,7 +80,11 @@ def execute_with_progress(
                 job,
                 instance=instance,
                 run_config=run_config,
-                tags={"dagster/partition": partition_key, _INVOCATION_TAG: invocation},
+                tags={
+                    "dagster/partition": partition_key,
+                    _INVOCATION_TAG: invocation,
+                    OWNER_TAG: owner(),
+                },
                 raise_on_error=False,
             ) as result:
                 summary.run_id = result.run_id
@@ -90,9 +96,17 @@ def execute_with_progress(
 
     worker = threading.Thread(target=execute, daemon=True)
     started = time.perf_counter()
-    with _terminable_children():
-        worker.start()
-        _show_progress(worker, instance, invocation, summary)
+    try:
+        with _terminable_children():
+            worker.start()
+            _show_progress(worker, instance, invocation, summary)
+    except (KeyboardInterrupt, Terminated) as exc:
+        # The run's thread dies with this process: the run storage is told (issue 49).
+        reason = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={_INVOCATION_TAG: invocation}))
+        for run in runs[:1]:
+            cancel_run(instance, run.run_id, f"`rag ingest` was stopped by {reason}")
+        raise
     summary.seconds = time.perf_counter() - started
 
 
