@@ -157,9 +157,9 @@ def worker(model: str, work: Path, shard: int, shards: int, threads: int) -> Non
 
 def read_chunks() -> list[Chunk]:
     """Every chunk of the index under RAG_HOME, in a stable order."""
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
 
     with connect(ready_conninfo(load_settings())) as conn:
         rows = conn.execute(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rag_pipeline.cli.common import cli_settings
+from rag_pipeline.core.terminal import strip_controls
 from rag_pipeline.settings import ConfigError
 
 if TYPE_CHECKING:
@@ -74,12 +75,16 @@ def ask(
     """
     from rag_pipeline.answer.ask import Answerer, prepare
     from rag_pipeline.answer.llm import ChatProvider, configuration_hint, resolve_provider
+    from rag_pipeline.cli.endpoint import endpoint_notice
     from rag_pipeline.search import Searcher
     from rag_pipeline.store.runtime import load_embedder
 
     settings = cli_settings()
     with _errors_as_messages():
         config = resolve_provider(settings, provider=provider, model=model)
+        endpoint = endpoint_notice(config) if config else None
+        if endpoint:
+            _notice(endpoint)
         # Fail on a bad provider setting before the costlier retrieval.
         chat = ChatProvider(config, on_retry=_notice) if config else None
         try:
@@ -174,8 +179,9 @@ def _print_sources(answer: "Answer") -> None:
         where = c.title
         if c.section_title and c.section_title != c.title:
             where = f"{c.title} › {c.section_title}"
-        click.echo(f"[{c.n}] {where}")
-        click.echo(f"    {c.url or f'{c.source_type}:{c.source_id}'}")
+        # Titles and addresses come from indexed documents: printed like the answer, safely.
+        click.echo(strip_controls(f"[{c.n}] {where}"))
+        click.echo(strip_controls(f"    {c.url or f'{c.source_type}:{c.source_id}'}"))
 
 
 def _answer(

@@ -9,14 +9,18 @@ tags. `--source all` is the CI recipe: every partition of every source (the conf
 every one ingested before), and exit status 1 if any run failed.
 """
 
+import signal
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
 from rag_pipeline.cli.common import cli_settings, errors_as_messages, location
+from rag_pipeline.cli.run_guard import Terminated, fail_abandoned_runs, sigterm_raises
 from rag_pipeline.cli.run_progress import RunSummary, execute_with_progress, short
 from rag_pipeline.orchestration.source_registry import SOURCE_NAMES, SourceSpec, source_spec
 from rag_pipeline.settings import Settings
@@ -74,12 +78,20 @@ def ingest(
         raise click.UsageError("--xml is for the wiki source")
     any_failed = False
     failed_runs: list[str] = []
-    with errors_as_messages():
+    with errors_as_messages(), _stopped_by_signal():
         from rag_pipeline.definitions import defs
         from rag_pipeline.orchestration.instance import dagster_instance
 
         definitions = defs()
         instance = dagster_instance(settings)
+        abandoned = fail_abandoned_runs(instance)
+        if abandoned:
+            click.secho(
+                f"marked failed {len(abandoned)} run(s) a killed `rag ingest` left running: "
+                + ", ".join(abandoned),
+                fg="yellow",
+                err=True,
+            )
         for spec in _chosen(source):
             overrides = _resource_overrides(spec.name, xml_file)
             wanted = _partition_keys(definitions, spec, paths, overrides)
@@ -92,14 +104,33 @@ def ingest(
                 _print_summary(summary)
                 any_failed = any_failed or bool(summary.failures)
                 if not summary.success:
-                    failed_runs.append(f"{spec.name}/{short(key)}")
+                    failed_runs.append(f"{spec.name}/{short(key)} ({summary.error or 'no cause'})")
                     click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
     if failed_runs:
-        raise click.ClickException(
-            f"{len(failed_runs)} runs failed: {', '.join(failed_runs)} (see the Dagster UI)"
-        )
+        from rag_pipeline.cli.errors import full_disk
+
+        runs = "1 run" if len(failed_runs) == 1 else f"{len(failed_runs)} runs"
+        # A full disk fails a run in many ways (the server stops, a file cannot grow): say it.
+        full = full_disk(str(settings.home))
+        if full is not None:
+            raise click.ClickException(f"{runs} failed: {full}")
+        raise click.ClickException(f"{runs} failed: {'; '.join(failed_runs)}")
     if strict and any_failed:
         sys.exit(1)
+
+
+@contextmanager
+def _stopped_by_signal() -> Iterator[None]:
+    """SIGTERM and SIGINT end the command with one line (the run is marked canceled)."""
+    try:
+        with sigterm_raises():
+            yield
+    except Terminated:
+        click.echo("Error: stopped by SIGTERM; the run in progress is marked canceled", err=True)
+        raise SystemExit(128 + signal.SIGTERM) from None
+    except KeyboardInterrupt:
+        click.echo("Error: stopped by Ctrl-C; the run in progress is marked canceled", err=True)
+        raise SystemExit(128 + signal.SIGINT) from None
 
 
 def _chosen(source: str) -> tuple[SourceSpec, ...]:
@@ -152,8 +183,9 @@ def _run_config(
     job: Any, force: bool, spec: SourceSpec, overrides: dict[str, Any]
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
-        # The progress bar and summary say what matters; the event log is in the UI.
-        "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+        # The progress bar and summary say what matters, a failed run its cause in one line;
+        # the tracebacks stay in the run's event log (the UI), not on the terminal.
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }
     if force:
         # Every step: the stages read it (IngestConfig), the checks take any config.

@@ -12,7 +12,6 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from importlib import resources
 
 import psycopg
 
@@ -25,7 +24,7 @@ from rag_pipeline.evaluation.metrics import (
     evaluate,
     mean_metrics,
 )
-from rag_pipeline.search import Mode, Searcher, SearchHit
+from rag_pipeline.search import Mode, Searcher, SearchHit, source_vocabularies
 from rag_pipeline.settings.ranking import Ranking
 from rag_pipeline.store.labels import held_documents
 
@@ -178,17 +177,16 @@ def ranking_overrides(ranking: Ranking) -> str:
 
 
 def vocabulary_fingerprint(searcher: Searcher) -> str:
-    """What the search vocabulary adds, in 12 hex digits: its files (bundled and
-    RAG_SEARCH_VOCABULARY_DIR's) and the weights it is applied with; "off" at weight 0."""
+    """What the search vocabulary adds, in 12 hex digits: its files (those the sources declare
+    and RAG_SEARCH_VOCABULARY_DIR's) and the weights it is applied with; "off" at weight 0."""
     ranking = searcher.ranking
     if ranking.vocabulary_weight == 0:
         return "off"
     digest = hashlib.sha256(f"{ranking.vocabulary_weight}:{ranking.vocabulary_similarity}".encode())
-    bundled = resources.files("rag_pipeline.search.vocabulary")
     files = sorted(
-        (entry.name, entry.read_bytes())
-        for entry in bundled.iterdir()
-        if entry.name.endswith(".tsv")
+        (vocabulary.origin(entry.name), entry.read_bytes())
+        for vocabulary in source_vocabularies()
+        for entry in vocabulary.tsv_files()
     )
     folder = searcher.settings.search_vocabulary_dir
     if folder is not None:

@@ -9,6 +9,7 @@ hand any of them the whole index (issue 38). So:
   RAG_HOME) on first use — readable by the user who owns the index, i.e. by whoever could read
   the data anyway. Compared in constant time.
 - **Session caps with eviction, not refusal**: `sessions.py`.
+- **Connection deadlines and caps**, before a request is read: `connections.py`.
 """
 
 import hashlib
@@ -19,14 +20,23 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag_pipeline.mcp.asgi import ASGIApp, Receive, Scope, Send, header_value, respond
 from rag_pipeline.mcp.sessions import SessionLimiter
 from rag_pipeline.settings import ConfigError, Settings
 
+if TYPE_CHECKING:
+    import uvicorn
+
 logger = logging.getLogger(__name__)
 
 TOKEN_FILE = "mcp-token"
+LOOPBACK = "127.0.0.1"
+# What h11 allows by default, stated: the request line and headers together.
+_MAX_HEADER_BYTES = 16 * 1024
+# A request's body may take this many times RAG_MCP_HEADER_SECONDS once its headers are in.
+_BODY_FACTOR = 3
 _MIN_TOKEN_CHARS = 16
 
 
@@ -128,3 +138,32 @@ def http_app(app: ASGIApp, settings: Settings, token: str) -> ASGIApp:
         idle_seconds=settings.mcp_session_idle_seconds,
     )
     return BearerAuth(limited, token)
+
+
+def http_config(app: ASGIApp, settings: Settings, port: int) -> "uvicorn.Config":
+    """The uvicorn configuration of `rag mcp --http`: loopback, headers of 16 KiB at most,
+    5 s keep-alive, no proxy headers, no WebSocket, and the connection limits of
+    `mcp_connections.py` (on uvicorn's h11 protocol)."""
+    import uvicorn
+
+    from rag_pipeline.mcp.connections import ConnectionLimits, bounded_protocol
+
+    limits = ConnectionLimits(
+        header_seconds=settings.mcp_header_seconds,
+        body_seconds=_BODY_FACTOR * settings.mcp_header_seconds,
+        max_connections=settings.mcp_max_connections,
+        # On loopback every local user is one address: half is left for the others.
+        max_per_client=max(1, settings.mcp_max_connections // 2),
+    )
+    return uvicorn.Config(
+        app,
+        host=LOOPBACK,
+        port=port,
+        log_level="warning",
+        http=bounded_protocol(limits),
+        ws="none",
+        # Otherwise X-Forwarded-For from loopback is believed: any local user picks an address.
+        proxy_headers=False,
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=_MAX_HEADER_BYTES,
+    )

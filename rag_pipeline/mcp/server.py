@@ -34,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rag_pipeline.mcp.http import ensure_token, http_app
+from rag_pipeline.mcp.http import ensure_token, http_app, http_config
 from rag_pipeline.mcp.tools import (
     MAX_FILTER_CHARS,
     MAX_FILTERS,
@@ -320,7 +320,4 @@ def serve(settings: Settings, *, http_port: int | None = None, token: str | None
         # The limiter in front keeps fewer; the SDK's cap is only a backstop.
         max_sessions=settings.mcp_max_sessions,
     )
-    config = uvicorn.Config(
-        http_app(app, settings, token), host=LOOPBACK, port=http_port, log_level="warning"
-    )
-    uvicorn.Server(config).run()
+    uvicorn.Server(http_config(http_app(app, settings, token), settings, http_port)).run()

@@ -27,6 +27,7 @@ import anyio
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from rag_pipeline.core.json_limits import loads_bounded
 from rag_pipeline.mcp.asgi import (
     ASGIApp,
     Message,
@@ -284,8 +285,8 @@ def _json_object(data: object) -> dict[str, Any]:
     """`data` (bytes of JSON, or a parsed value) when it is a JSON object, else {}."""
     if isinstance(data, bytes):
         try:
-            data = json.loads(data)
-        except ValueError:
+            data = loads_bounded(data)
+        except ValueError:  # not JSON, or nested too deeply (issue 49): the SDK answers it
             return {}
     return cast(dict[str, Any], data) if isinstance(data, dict) else {}
 

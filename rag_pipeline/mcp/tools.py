@@ -284,22 +284,18 @@ class KnowledgeTools:
     ) -> dict[str, Any]:
         """The lineage of the document of `target` (store/lineage.py): `rag show --json`."""
         from rag_pipeline.store import lineage
-        from rag_pipeline.store.connection import connect
-        from rag_pipeline.store.runtime import ready_conninfo
 
         wanted = _bounded(target, "target", MAX_NAME_CHARS * 10)
-        settings = self.settings
-        with connect(ready_conninfo(settings)) as conn:
-            try:
-                return lineage.lineage_of(
-                    conn,
-                    wanted,
-                    source_type=source_type,
-                    language=language,
-                    ui_url=settings.dagster_ui_url,
+        ui_url = self.settings.dagster_ui_url
+        try:
+            # The shared pool, as every tool: its statement timeout and cancellation (issue 49).
+            return self.pool().run(
+                lambda conn: lineage.lineage_of(
+                    conn, wanted, source_type=source_type, language=language, ui_url=ui_url
                 )
-            except lineage.UnknownDocumentError as exc:
-                raise ToolError(str(exc)) from exc
+            )
+        except lineage.UnknownDocumentError as exc:
+            raise ToolError(str(exc)) from exc
 
 
 def _exact(match: str) -> Literal["source_id", "name", "identifier", "mention"]:

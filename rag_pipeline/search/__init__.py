@@ -14,6 +14,7 @@ constants are `rag_pipeline.settings.ranking.Ranking`; the connection pool is
 
 from rag_pipeline.search.engine import Searcher, search
 from rag_pipeline.search.hits import LegScores, SearchHit
+from rag_pipeline.search.plugins import source_vocabularies
 from rag_pipeline.search.queries import Mode
 from rag_pipeline.search.query import MAX_QUERY_CHARS, Query, QueryError
 from rag_pipeline.search.request import SearchRequest
@@ -30,4 +31,5 @@ __all__ = [
     "SearchRequest",
     "Searcher",
     "search",
+    "source_vocabularies",
 ]
