@@ -89,6 +89,12 @@ def test_demo_ingest_search_status_clear(cli_env: dict[str, str]) -> None:
     status = _invoke("status")
     assert "files" in status
     assert "9 documents" in status
+    assert ", 1 partition, " in status
+
+    # The checks alone on the partition, as a run of their own.
+    checks = _invoke("check", "--source", "files", "--partition", "demo")
+    assert "PASS  index_integrity: files/demo: " in checks
+    assert "PASS  no_failed_documents: files/demo: no document failed" in checks
     assert "all-MiniLM-L6-v2-int8 (384 dimensions)" in status
 
     assert "deleted 9 documents of files" in _invoke("clear", "--source", "files", "-y")
