@@ -15,6 +15,8 @@ from rag_pipeline.sources.files import FolderError, folder_fingerprint, folder_f
 
 @dg.sensor(
     job_name=FILES.ingest_job,
+    description="Runs each registered folder whose files changed (names, sizes, mtimes), "
+    "observing its new fingerprint; registers the configured folders.",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
