@@ -214,8 +214,15 @@ def _run_config(
         "loggers": {"console": {"config": {"log_level": "ERROR"}}},
     }
     if force:
-        # Every step: the stages read it (IngestConfig), the checks take any config.
-        config["ops"] = {node.name: {"config": {"force": True}} for node in job.graph.nodes}
+        # Every stage reads it (IngestConfig); the checks take no config.
+        from rag_pipeline.orchestration.source_registry import STAGES
+
+        stages = {spec.asset_name(stage) for stage in STAGES}
+        config["ops"] = {
+            node.name: {"config": {"force": True}}
+            for node in job.graph.nodes
+            if node.name in stages
+        }
     if overrides:
         config["resources"] = {spec.resource_key: {"config": overrides}}
     return config
