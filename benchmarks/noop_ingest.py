@@ -1,11 +1,12 @@
 """A no-op `rag ingest --source all` on the bundled demo data.
 
-    python benchmarks/noop_ingest.py [--force]
+    python benchmarks/noop_ingest.py [--repeat N] [--force]
 
 On a fresh RAG_HOME (embedded PostgreSQL, its own Dagster instance): a first
 `rag ingest --source all`, then the same command again with nothing changed, each its own
 process, and prints the seconds of each, the partitions the second one ran and the load
-average. Target (issue 47): the no-op one in at most 15 s on a quiet machine. With `--force`
+average (`--repeat N`: N no-op ingests, one line each). Target (issue 47): the no-op one in at
+most 15 s on a quiet machine. With `--force`
 it also times `rag ingest --source all --force`, which runs every partition.
 """
 
@@ -41,20 +42,23 @@ def main() -> None:
     """Time a first and a no-op `rag ingest --source all` on a fresh home."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--force", action="store_true", help="also time a forced ingest")
+    parser.add_argument("--repeat", type=int, default=1, help="no-op ingests to time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = embedded_home(Path(tmp))
         os.environ.pop("DAGSTER_HOME", None)
         try:
             first, _ = _ingest()
-            print(f"first ingest: {first:.1f} s, load {os.getloadavg()[0]:.1f}")
-            again, output = _ingest()
-            skipped = output.count(", no run")
-            ran = output.count(" new, ")
-            print(
-                f"no-op ingest: {again:.1f} s, {ran} partitions run, {skipped} observed "
-                f"without a run, load {os.getloadavg()[0]:.1f}"
-            )
+            print(f"first ingest: {first:.1f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+            for _ in range(args.repeat):
+                again, output = _ingest()
+                skipped = output.count(", no run")
+                ran = output.count(" new, ")
+                print(
+                    f"no-op ingest: {again:.1f} s, {ran} partitions run, {skipped} observed "
+                    f"without a run, load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
             if args.force:
                 forced, output = _ingest("--force")
                 print(
