@@ -120,7 +120,12 @@ def _changed_partitions(
 ) -> list[str]:
     """The partitions whose run would change something; the others are observed and said."""
     from rag_pipeline.operations.runtime import ready_conninfo
-    from rag_pipeline.orchestration.listing import list_partition, listing_observation, why_run
+    from rag_pipeline.orchestration.listing import (
+        failing_partitions,
+        list_partition,
+        listing_observation,
+        why_run,
+    )
     from rag_pipeline.orchestration.raw_asset import RAW_FINGERPRINT
     from rag_pipeline.orchestration.reconcile import register
     from rag_pipeline.orchestration.source_registry import STAGES
@@ -128,19 +133,21 @@ def _changed_partitions(
 
     graph = definitions.resolve_asset_graph()
     code_versions = {stage: graph.get(spec.asset_key(stage)).code_version for stage in STAGES}
+    partitions_def = definitions.resolve_job_def(spec.ingest_job).partitions_def
     source = _source_resource(definitions, spec, {}).build()
     changed: list[str] = []
     try:
         with connect(ready_conninfo(settings)) as conn:
+            failing = failing_partitions(conn, spec)
             for key in keys:
                 listing = list_partition(source, key)
-                reason = why_run(instance, code_versions, conn, spec, key, listing, RAW_FINGERPRINT)
+                reason = why_run(
+                    instance, code_versions, conn, spec, key, listing, RAW_FINGERPRINT, failing
+                )
                 if reason is not None:
                     changed.append(key)
                     continue
-                register(
-                    definitions.resolve_job_def(spec.ingest_job).partitions_def, [key], instance
-                )
+                register(partitions_def, [key], instance)
                 instance.report_runless_asset_event(
                     listing_observation(spec, key, listing, skipped=True)
                 )

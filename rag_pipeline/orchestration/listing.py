@@ -8,7 +8,7 @@ a partition whose run would change nothing.
 """
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -80,13 +80,15 @@ def why_run(
     partition_key: str,
     listing: Listing,
     raw_fingerprint: str,
+    failing: Collection[str] | None = None,
 ) -> str | None:
     """Why the partition needs a run, or None when its run would change nothing.
 
     Nothing changes when every listed version is the one stored (`raw_fingerprint` as the raw
     step plans), the partition lists the same documents as at its last run, no document of it
     failed, and every stage was materialized after its upstream with its current code version
-    (`code_versions`: stage → the asset's code version).
+    (`code_versions`: stage → the asset's code version). `failing`: the source's partitions
+    with failed documents, when the caller read them once for many partitions.
     """
     if listing.failed:
         return f"{listing.failed} listing entries unreadable"
@@ -114,11 +116,17 @@ def why_run(
         if records[0].timestamp < upstream_time:
             return f"{stage} older than its upstream"
         upstream_time = records[0].timestamp
-    failures = [
-        f
-        for f in current_failures(conn, limit=100_000)
-        if f.source_type == spec.name and f.partition_key == partition_key
-    ]
-    if failures:
-        return f"{len(failures)} failed documents to retry"
+    if failing is None:
+        failing = failing_partitions(conn, spec)
+    if partition_key in failing:
+        return "failed documents to retry"
     return None
+
+
+def failing_partitions(conn: psycopg.Connection, spec: SourceSpec) -> set[str]:
+    """The source's partitions whose newest run left failed documents."""
+    return {
+        f.partition_key
+        for f in current_failures(conn, limit=1_000_000)
+        if f.source_type == spec.name
+    }
