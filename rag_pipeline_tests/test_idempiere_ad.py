@@ -191,7 +191,8 @@ def test_null_help_and_blank_translations(source: ADSource, demo_url: str) -> No
     # The template words are Spanish too, the identifiers as they are.
     assert spanish.body.startswith("Ventana **"), spanish.body[:80]
     assert "(Mantener, AD_Window_ID 123) con las pestañas" in spanish.body
-    assert "Window **" not in spanish.body and "Maintain" not in spanish.body
+    assert "Window **" not in spanish.body
+    assert "Maintain" not in spanish.body
     assert english.body.startswith("Window **")
     # Blank translation, NULL base: nothing, not the string 'None'.
     assert "Mantener terceros" not in spanish.body

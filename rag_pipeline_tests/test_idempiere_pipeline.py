@@ -120,7 +120,8 @@ def test_both_jobs_on_the_demo_database_answer_the_business_partner_question(
     vectordb = VectorDBResource(url=rag_env.vectordb_url, home=str(rag_env.home))
     resource = EmbedderResource.from_settings(rag_env)
     good = judge_known_answers(vectordb, resource, "window|en_US")
-    assert good is not None and good.passed, good
+    assert good is not None
+    assert good.passed, good.metadata
     assert good.metadata["cases"].value == 20  # type: ignore[union-attr]
     assert good.metadata["partition"].value == "window|en_US"  # type: ignore[union-attr]
     assert "misses" not in good.metadata
@@ -133,7 +134,8 @@ def test_both_jobs_on_the_demo_database_answer_the_business_partner_question(
             " WHERE source_type = 'ad_metadata' AND source_id LIKE 'AD_Window:%')"
         )
     bad = judge_known_answers(vectordb, resource, "window|en_US")
-    assert bad is not None and not bad.passed
+    assert bad is not None
+    assert not bad.passed
     assert bad.severity == dg.AssetCheckSeverity.WARN
     assert "AD_Window:" in str(bad.metadata["misses"].value)  # type: ignore[union-attr]
 

@@ -299,7 +299,8 @@ def test_checks_run_without_a_partition_judge_each_partition_as_its_own(
     assert all(e.passed for e in evaluations.values())
     integrity = evaluations[INDEX_INTEGRITY, key]
     chunks = integrity.metadata[f"chunks [{key}]"].value
-    assert isinstance(chunks, int) and chunks > 0
+    assert isinstance(chunks, int)
+    assert chunks > 0
     # A passing check shows no empty rows.
     failed = evaluations[FAILED_DOCUMENTS, key]
     assert failed.metadata[f"documents_failed [{key}]"].value == 0
