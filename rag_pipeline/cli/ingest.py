@@ -134,13 +134,20 @@ def _changed_partitions(
     graph = definitions.resolve_asset_graph()
     code_versions = {stage: graph.get(spec.asset_key(stage)).code_version for stage in STAGES}
     partitions_def = definitions.resolve_job_def(spec.ingest_job).partitions_def
-    source = _source_resource(definitions, spec, {}).build()
+    try:
+        source = _source_resource(definitions, spec, {}).build()
+    except Exception:  # each run reports it, as before
+        return keys
     changed: list[str] = []
     try:
         with connect(ready_conninfo(settings)) as conn:
             failing = failing_partitions(conn, spec)
             for key in keys:
-                listing = list_partition(source, key)
+                try:
+                    listing = list_partition(source, key)
+                except Exception:  # the partition's run retries and reports it, as before
+                    changed.append(key)
+                    continue
                 reason = why_run(
                     instance, code_versions, conn, spec, key, listing, RAW_FINGERPRINT, failing
                 )
