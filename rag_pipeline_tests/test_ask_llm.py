@@ -19,7 +19,7 @@ from rag_pipeline.answer.llm import (
     StreamEvent,
     TextDelta,
 )
-from rag_pipeline.search.engine import SearchHit
+from rag_pipeline.search import SearchHit
 from rag_pipeline_tests.llm_servers import (
     Cut,
     Fault,

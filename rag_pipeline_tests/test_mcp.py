@@ -4,6 +4,7 @@ in raw HTTP) against the ingested demo corpus."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -177,6 +178,17 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
 def calls(server_env: dict[str, str]) -> dict[str, Any]:
     """The results of one stdio session."""
     return anyio.run(_session, server_env)
+
+
+def test_the_help_lists_the_tools_the_server_has(calls: dict[str, Any]) -> None:
+    from click.testing import CliRunner
+
+    from rag_pipeline.cli import main
+
+    help_text = " ".join(CliRunner().invoke(main, ["mcp", "--help"]).output.split())
+    listed = re.search(r"Tools: ([a-z_, ]+)\.", help_text)
+    assert listed is not None, help_text
+    assert set(listed.group(1).split(", ")) == {tool.name for tool in calls["tools"]}
 
 
 def test_list_tools_shows_the_five_tools_with_schemas(calls: dict[str, Any]) -> None:

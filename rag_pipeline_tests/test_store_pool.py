@@ -19,7 +19,7 @@ from mcp.types import CallToolResult
 from psycopg.errors import QueryCanceled
 
 from rag_pipeline.mcp.tools import KnowledgeTools
-from rag_pipeline.search.engine import Searcher
+from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.migrations import migrate

@@ -234,7 +234,8 @@ def _print_json(value: dict[str, Any]) -> None:
 def mcp(http_port: int | None, show_token: bool) -> None:
     """Run the MCP server exposing the knowledge tools to AI agents (stdio by default).
 
-    Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs.
+    Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs,
+    get_document_lineage.
     """
     from rag_pipeline.mcp.http import ensure_token
     from rag_pipeline.mcp.server import serve

@@ -6,7 +6,11 @@ Each run is executed by Dagster's `execute_job` from the code location's module,
 `dagster job execute`: with the code location's executor (in process by default, so the
 progress bar follows its steps; `RAG_EXECUTOR=celery` sends them to the workers) and its run
 tags. `--source all` is the CI recipe: every partition of every source (the configured ones and
-every one ingested before), and exit status 1 if any run failed.
+every one ingested before), and exit status 1 if any run failed. Without `--force` it first
+reads each partition's cheap listing and runs only the partitions where something changed;
+each other one gets an observation of its source system (the listing's data version and
+counts) and no run. Then the `ingest_errors` report is recorded with the failures as the
+runs left them.
 """
 
 import signal
@@ -99,6 +103,8 @@ def ingest(
                 from rag_pipeline.orchestration.reconcile import reconcile_partitions
 
                 wanted = reconcile_partitions(spec, wanted, instance)
+                if not force:
+                    wanted = _changed_partitions(settings, definitions, instance, spec, wanted)
             for key in wanted:
                 summary = _run_job(settings, definitions, instance, spec, key, force, overrides)
                 _print_summary(summary)
@@ -106,6 +112,7 @@ def ingest(
                 if not summary.success:
                     failed_runs.append(f"{spec.name}/{short(key)} ({summary.error or 'no cause'})")
                     click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
+        _record_ingest_errors(settings, instance)
     if failed_runs:
         from rag_pipeline.cli.errors import full_disk
 
@@ -137,6 +144,71 @@ def _chosen(source: str) -> tuple[SourceSpec, ...]:
     from rag_pipeline.orchestration.source_registry import SOURCES as SPECS
 
     return SPECS if source == _ALL else (source_spec(source),)
+
+
+def _changed_partitions(
+    settings: Settings, definitions: Any, instance: Any, spec: SourceSpec, keys: list[str]
+) -> list[str]:
+    """The partitions whose run would change something; the others are observed and said."""
+    from rag_pipeline.orchestration.listing import (
+        failing_partitions,
+        list_partition,
+        listing_observation,
+        why_run,
+    )
+    from rag_pipeline.orchestration.raw_asset import RAW_FINGERPRINT
+    from rag_pipeline.orchestration.reconcile import register
+    from rag_pipeline.orchestration.source_registry import STAGES
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    graph = definitions.resolve_asset_graph()
+    code_versions = {stage: graph.get(spec.asset_key(stage)).code_version for stage in STAGES}
+    partitions_def = definitions.resolve_job_def(spec.ingest_job).partitions_def
+    try:
+        source = _source_resource(definitions, spec, {}).build()
+    except Exception:  # each run reports it, as before
+        return keys
+    changed: list[str] = []
+    try:
+        with connect(ready_conninfo(settings)) as conn:
+            failing = failing_partitions(conn, spec)
+            for key in keys:
+                try:
+                    listing = list_partition(source, key)
+                except Exception:  # the partition's run retries and reports it, as before
+                    changed.append(key)
+                    continue
+                reason = why_run(
+                    instance, code_versions, conn, spec, key, listing, RAW_FINGERPRINT, failing
+                )
+                if reason is not None:
+                    changed.append(key)
+                    continue
+                register(partitions_def, [key], instance)
+                instance.report_runless_asset_event(
+                    listing_observation(spec, key, listing, skipped=True)
+                )
+                click.echo(
+                    f"{spec.name}/{short(key)}: unchanged ({len(listing.versions)} documents "
+                    "listed), no run"
+                )
+    finally:
+        source.close()
+    return changed
+
+
+def _record_ingest_errors(settings: Settings, instance: Any) -> None:
+    """The `ingest_errors` report, as the runs left the store."""
+    import dagster as dg
+
+    from rag_pipeline.defs.errors import INGEST_ERRORS, ingest_errors_metadata
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    with connect(ready_conninfo(settings)) as conn:
+        metadata = ingest_errors_metadata(conn)
+    instance.report_runless_asset_event(dg.AssetMaterialization(INGEST_ERRORS, metadata=metadata))
 
 
 def _resource_overrides(source: str, xml_file: Path | None) -> dict[str, Any]:
@@ -188,8 +260,15 @@ def _run_config(
         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }
     if force:
-        # Every step: the stages read it (IngestConfig), the checks take any config.
-        config["ops"] = {node.name: {"config": {"force": True}} for node in job.graph.nodes}
+        # Every stage reads it (IngestConfig); the checks take no config.
+        from rag_pipeline.orchestration.source_registry import STAGES
+
+        stages = {spec.asset_name(stage) for stage in STAGES}
+        config["ops"] = {
+            node.name: {"config": {"force": True}}
+            for node in job.graph.nodes
+            if node.name in stages
+        }
     if overrides:
         config["resources"] = {spec.resource_key: {"config": overrides}}
     return config
@@ -303,7 +382,7 @@ def status() -> None:
             else "never synced"
         )
         click.echo(
-            f"source:   {item.source_type:<12} {synced}, {item.partitions} partitions, "
+            f"source:   {item.source_type:<12} {synced}, {_count(item.partitions, 'partition')}, "
             f"{item.failed_documents} failed, {item.documents_behind} behind"
         )
     for run in runs:
@@ -318,6 +397,11 @@ def status() -> None:
             f"  {failure.source_type}/{short(failure.partition_key)}: {failure.source_id} "
             f"({failure.stage}): {failure.reason[:200]}"
         )
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 partition`, `3 partitions`."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _megabytes(size: int) -> str:

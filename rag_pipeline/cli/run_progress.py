@@ -17,8 +17,8 @@ import click
 from rag_pipeline.cli.run_guard import OWNER_TAG, Terminated, cancel_run, owner
 
 # The code location `dagster job execute -m` loads, whose jobs `rag ingest` runs.
-_CODE_LOCATION_MODULE = "rag_pipeline.definitions"
-_CODE_LOCATION_ATTRIBUTE = "defs"
+CODE_LOCATION_MODULE = "rag_pipeline.definitions"
+CODE_LOCATION_ATTRIBUTE = "defs"
 # Tags the run so the command finds it while it runs (`execute_job` makes its own run id).
 _INVOCATION_TAG = "rag/ingest"
 # A failed run's cause as printed: one line.
@@ -71,7 +71,7 @@ def execute_with_progress(
     # What `dagster job execute -m rag_pipeline.definitions` runs: the job reconstructable
     # from the module, so an out-of-process executor (multiprocess, Celery) can load it too.
     job = ReconstructableRepository.for_module(
-        _CODE_LOCATION_MODULE, _CODE_LOCATION_ATTRIBUTE
+        CODE_LOCATION_MODULE, CODE_LOCATION_ATTRIBUTE
     ).get_reconstructable_job(job_name)
 
     def execute() -> None:

@@ -16,6 +16,8 @@ from rag_pipeline.store.folders import FolderError
 
 @dg.sensor(
     job_name=FILES.ingest_job,
+    description="Runs each registered folder whose files changed (names, sizes, mtimes), "
+    "observing its new fingerprint; registers the configured folders.",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
