@@ -121,7 +121,7 @@ class GlossaryCache:
             self._checked = now
             version = self._run(_version)
             if version != self._version:
-                self._glossary = self._run(_load)
+                self._glossary = self._run(load_glossary)
                 self._version = version
             return self._glossary
 
@@ -132,7 +132,8 @@ def _version(conn: psycopg.Connection) -> str:
     return glossary_version(conn)
 
 
-def _load(conn: psycopg.Connection) -> Glossary:
+def load_glossary(conn: psycopg.Connection) -> Glossary:
+    """The stored glossary (empty in a database without one)."""
     if not _version(conn):
         return Glossary()
     bases = {state.language: state.base_language for state in glossary_states(conn)}
