@@ -27,8 +27,6 @@ from rag_pipeline.store.glossary import GlossaryRow, glossary_states, glossary_v
 
 # Seconds between two looks at the stored glossary's version.
 CHECK_INTERVAL = 2.0
-# Targets carried per query word (the best-aligned first).
-MAX_TARGETS = 2
 _WORD = re.compile(r"[^\W\d_]{2,}")
 T = TypeVar("T")
 
@@ -85,8 +83,9 @@ class Glossary:
                     words.sort(key=lambda pair: -pair[1])
         return cls(pairs)
 
-    def carry(self, text: str, language: str) -> list[Carried]:
-        """Each word of `text` (in `language`) carried into every other language it can be."""
+    def carry(self, text: str, language: str, most: int = 2) -> list[Carried]:
+        """Each word of `text` (in `language`) carried into every other language it can be,
+        to its `most` best-aligned words there."""
         prefix = language_prefix(language)
         into = self.pairs.get(prefix, {})
         if not into:
@@ -95,7 +94,7 @@ class Glossary:
         carried: list[Carried] = []
         for word in dict.fromkeys(_WORD.findall(fold(text))):
             for other, by_stem in into.items():
-                targets = [w for w, _ in by_stem.get(stem(word), [])[:MAX_TARGETS] if w != word]
+                targets = [w for w, _ in by_stem.get(stem(word), [])[:most] if w != word]
                 if targets:
                     carried.append(Carried(word, tuple(targets), other))
         return carried

@@ -208,10 +208,11 @@ class Understanding:
 
     def carried(self, query: Query) -> tuple[Carried, ...]:
         """The query's words the dictionary's glossary carries into the index's other
-        languages (none without a glossary or with the vocabulary off)."""
-        if self.glossary is None or self.ranking.vocabulary_weight == 0:
+        languages (none without a glossary, with the vocabulary or `glossary_words` off)."""
+        most = self.ranking.glossary_words
+        if self.glossary is None or self.ranking.vocabulary_weight == 0 or most == 0:
             return ()
-        return tuple(self.glossary.current().carry(query.text, query.language))
+        return tuple(self.glossary.current().carry(query.text, query.language, most))
 
     def compares_phrases(self, query: Query) -> bool:
         """Whether the closest vocabulary phrase in meaning is looked up: a query of
