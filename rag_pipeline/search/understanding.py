@@ -187,7 +187,8 @@ class Understanding:
         # The glossary's words weigh like the vocabulary's; the model reads those in the
         # languages it knows ("factura" -> invoice, not "invoice" -> factura for MiniLM).
         glossary = [(c.expansion, 1) for c in carried if c.expansion not in dict(expansions)]
-        readable = [(c.expansion, 1) for c in carried if self.model_knows(c.language)]
+        to_model = self.ranking.glossary_to_model > 0
+        readable = [(c.expansion, 1) for c in carried if to_model and self.model_knows(c.language)]
 
         def words(groups: list[tuple[str, int]]) -> str:
             return " ".join(expansion_language(group)[1] for group, _ in [*groups, *readable])
