@@ -2,9 +2,9 @@
 German vocabulary file, and a German question finds the English page and the German window."""
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 import psycopg
@@ -16,12 +16,20 @@ from rag_pipeline.definitions import defs
 from rag_pipeline.orchestration.reconcile import register
 from rag_pipeline.orchestration.source_registry import AD_METADATA
 from rag_pipeline.search import Searcher
+from rag_pipeline.search import glossary as search_glossary
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.sources.files import DEMO_PARTITION
 from rag_pipeline.sources.idempiere.demo_db import admin_conninfo, ensure_demo_database_on
-from rag_pipeline.store.glossary import glossary_states
+from rag_pipeline.store.glossary import (
+    GlossaryRow,
+    GlossaryState,
+    glossary_states,
+    replace_glossary,
+)
+from rag_pipeline.store.migrations import migrate
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
 
 # What a German installation's translation rows say (iDempiere's de_DE language pack style).
 _GERMAN = {
@@ -115,3 +123,28 @@ def test_a_german_question_finds_the_english_page_and_the_german_window(
         found = [(h.source_type, h.source_id, h.language, h.title) for h in hits]
         assert ("files", "demo/warehouse-and-locators.md") in [f[:2] for f in found[:3]], found
         assert ("ad_metadata", "AD_Window:139", "de_DE", "Lager und Lagerorte") in found, found
+
+
+def test_a_search_process_reloads_the_glossary_when_it_is_rebuilt(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(work: Callable[[psycopg.Connection], T]) -> T:
+        with psycopg.connect(database_url) as conn:
+            return work(conn)
+
+    cache = search_glossary.GlossaryCache(run)
+    assert cache.current().carry("facturas", "es_CO") == []  # not migrated: no glossary
+    monkeypatch.setattr(search_glossary, "CHECK_INTERVAL", 0.0)
+
+    def build(target: str, version: str) -> None:
+        state = GlossaryState("es_CO", "en_US", version, 1, 1)
+        row = GlossaryRow("es_CO", "word", "factura", target, "factur", 0.9, 3, ("AD_Window:1",))
+        with psycopg.connect(database_url) as conn:
+            replace_glossary(conn, state, [row])
+
+    with psycopg.connect(database_url) as conn:
+        migrate(conn)
+    build("invoice", "v1")
+    assert [c.targets for c in cache.current().carry("facturas", "es_CO")] == [("invoice",)]
+    build("bill", "v2")
+    assert [c.targets for c in cache.current().carry("facturas", "es_CO")] == [("bill",)]
