@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from rag_pipeline.answer.context import SYSTEM_PROMPT
 from rag_pipeline.cli import main
-from rag_pipeline.search.context import SYSTEM_PROMPT
 from rag_pipeline.search.engine import Searcher
 from rag_pipeline.settings import load_settings
 from rag_pipeline_tests.ask_support import demo_index

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from psycopg.types.json import Jsonb
 
-from rag_pipeline.search.mcp_tools import MAX_FILTERS, MAX_NAME_CHARS
+from rag_pipeline.mcp.tools import MAX_FILTERS, MAX_NAME_CHARS
 from rag_pipeline_tests.ask_support import demo_index
 
 TOOLS = {

@@ -257,7 +257,7 @@ def test_explain_prints_the_prepared_query_and_every_ranking_constant(rag: click
     lines = result.output.splitlines()
     assert any(line.startswith("language") and "en" in line for line in lines)
     assert any(line.startswith("vocabulary adds") and "business partner" in line for line in lines)
-    from rag_pipeline.search.ranking import Ranking
+    from rag_pipeline.settings.ranking import Ranking
 
     for name, value, _ in Ranking().describe():
         assert any(line.split()[:2] == [name, str(value)] for line in lines), name

@@ -30,7 +30,7 @@ def main() -> None:
     """Time every question both ways and print the figures."""
     from rag_pipeline.search.engine import Searcher
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--sample", type=int, help="this many questions, evenly spread")
     args = parser.parse_args()
     texts = questions()

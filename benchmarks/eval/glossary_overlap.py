@@ -16,10 +16,10 @@ import csv
 from importlib import resources
 from pathlib import Path
 
+from rag_pipeline.core.vocabulary import entry_words, expansion_language, parse_entries
 from rag_pipeline.search.glossary import Glossary
-from rag_pipeline.search.vocabulary import expansion_language, parse_entries
-from rag_pipeline.search.vocabulary.entries import entry_words
 from rag_pipeline.sources.idempiere.glossary_alignment import NamePair, align
+from rag_pipeline.sources.idempiere.vocabulary import SOURCE_KINDS
 from rag_pipeline.store.glossary import GlossaryRow
 
 _TABLES = ("AD_Window", "AD_Process", "AD_Element", "AD_Tab", "AD_Field", "AD_Process_Para")
@@ -47,10 +47,10 @@ def fixture_glossary(fixtures: Path) -> Glossary:
 
 def indexed_glossary() -> Glossary:
     """The glossary stored in the configured index."""
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.search.glossary import load_glossary
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
 
     with connect(ready_conninfo(load_settings())) as conn:
         return load_glossary(conn)
@@ -62,7 +62,7 @@ def redundant_lines(glossary: Glossary, language: str, lines: list[str]) -> list
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        (entry,) = parse_entries([line], f"line {number}")
+        (entry,) = parse_entries([line], f"line {number}", SOURCE_KINDS)
         tag, words = expansion_language(entry.expansion)
         if tag is None:
             continue
@@ -79,11 +79,11 @@ def _carried(glossary: Glossary, phrase: tuple[str, ...], language: str, into: s
 
 def main() -> None:
     """Print each vocabulary file's redundant lines and their count."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--fixtures", type=Path, help="align the fixtures' es_CO export instead")
     args = parser.parse_args()
     glossary = fixture_glossary(args.fixtures) if args.fixtures else indexed_glossary()
-    folder = resources.files("rag_pipeline.search.vocabulary")
+    folder = resources.files("rag_pipeline.sources.idempiere.vocabulary")
     for name, language in _FILE_LANGUAGES.items():
         lines = (folder / f"{name}.tsv").read_text(encoding="utf-8").splitlines()
         numbers = redundant_lines(glossary, language, lines)

@@ -29,11 +29,11 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results"
 # Frozen as held-out: no vocabulary line quotes them, no ranking constant was tuned on them
 # after this was written (rag_pipeline_tests/test_labelled_sets.py checks the first rule).
-HELD_OUT = ("eighteenth", "nineteenth", "twentieth")
+HELD_OUT = ("eighteenth", "nineteenth", "twentieth", "twenty_first")
 BLIND = [
     *("second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
     *("eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth"),
-    *("seventeenth", "eighteenth", "nineteenth", "twentieth"),
+    *("seventeenth", "eighteenth", "nineteenth", "twentieth", "twenty_first"),
 ]
 
 

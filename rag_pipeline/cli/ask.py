@@ -12,8 +12,8 @@ from rag_pipeline.cli.common import cli_settings
 from rag_pipeline.settings import ConfigError
 
 if TYPE_CHECKING:
-    from rag_pipeline.search.ask import Answer, Answerer
-    from rag_pipeline.search.context import AnswerContext
+    from rag_pipeline.answer.ask import Answer, Answerer
+    from rag_pipeline.answer.context import AnswerContext
 
 
 @contextmanager
@@ -21,9 +21,9 @@ def _errors_as_messages() -> Iterator[None]:
     """Known failures (configuration, model, database, LLM) print one line, not a traceback."""
     from psycopg import OperationalError
 
+    from rag_pipeline.answer.llm import LLMError
     from rag_pipeline.cli.errors import error_message
     from rag_pipeline.core.embedding import EmbeddingModelError
-    from rag_pipeline.search.llm import LLMError
     from rag_pipeline.store.migrations import ModelMismatchError
     from rag_pipeline.store.server import EmbeddedServerError
 
@@ -72,10 +72,10 @@ def ask(
 
     With no LLM configured, prints the context it would send and how to configure one.
     """
-    from rag_pipeline.operations.runtime import load_embedder
-    from rag_pipeline.search.ask import Answerer, prepare
-    from rag_pipeline.search.engine import Searcher
-    from rag_pipeline.search.llm import ChatProvider, configuration_hint, resolve_provider
+    from rag_pipeline.answer.ask import Answerer, prepare
+    from rag_pipeline.answer.llm import ChatProvider, configuration_hint, resolve_provider
+    from rag_pipeline.search import Searcher
+    from rag_pipeline.store.runtime import load_embedder
 
     settings = cli_settings()
     with _errors_as_messages():
@@ -182,7 +182,7 @@ def _answer(
     answerer: "Answerer", question: str, context: "AnswerContext", *, stream: bool
 ) -> "Answer":
     """The complete answer; with `stream`, its text goes to the terminal as it arrives."""
-    from rag_pipeline.search.ask import Answer
+    from rag_pipeline.answer.ask import Answer
 
     if not stream:
         return answerer.answer(question, context)
@@ -230,8 +230,8 @@ def mcp(http_port: int | None, show_token: bool) -> None:
 
     Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs.
     """
-    from rag_pipeline.search.mcp_http import ensure_token
-    from rag_pipeline.search.mcp_server import serve
+    from rag_pipeline.mcp.http import ensure_token
+    from rag_pipeline.mcp.server import serve
 
     settings = cli_settings()
     if show_token:

@@ -174,10 +174,10 @@ def _run_job(
     force: bool,
     overrides: dict[str, Any],
 ) -> RunSummary:
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.orchestration.reconcile import register
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.locks import advisory_lock
+    from rag_pipeline.store.runtime import ready_conninfo
 
     source = spec.name
     job = definitions.resolve_job_def(spec.ingest_job)
@@ -219,9 +219,9 @@ def _run_glossary(
 ) -> list[str]:
     """Build the source's glossary for each of its languages, after its dictionary; the runs
     that failed."""
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.glossary import glossary_states
+    from rag_pipeline.store.runtime import ready_conninfo
 
     job = definitions.resolve_job_def(spec.glossary_job)
     failed: list[str] = []
@@ -265,7 +265,6 @@ def status() -> None:
     """The index per source and language, each source's freshness, last runs and failures."""
     from datetime import UTC, datetime
 
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.migrations import schema_version, stored_model
     from rag_pipeline.store.reports import (
@@ -275,6 +274,7 @@ def status() -> None:
         last_runs,
         source_freshness,
     )
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages(), connect(ready_conninfo(settings)) as conn:
@@ -336,9 +336,9 @@ def _age(delta: Any) -> str:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 def clear(source: str, yes: bool) -> None:
     """Delete every document, chunk and stage row of a source."""
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.reports import clear_source
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     if not yes:

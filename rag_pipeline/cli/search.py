@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from rag_pipeline.search.engine import Searcher, SearchHit
-    from rag_pipeline.search.query import Query
-    from rag_pipeline.search.understanding import PreparedQuery
+    from rag_pipeline.search import PreparedQuery, Query, Searcher, SearchHit
 
 _MODES = ("hybrid", "vector", "keyword")
 
@@ -54,7 +52,7 @@ def _one_line_errors() -> Iterator[None]:
 
 
 def _searcher() -> "Searcher":
-    from rag_pipeline.search.engine import Searcher
+    from rag_pipeline.search import Searcher
     from rag_pipeline.settings import load_settings
 
     return Searcher(load_settings())

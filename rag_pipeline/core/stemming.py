@@ -7,7 +7,6 @@ stemmer for keeps its words as they are.
 """
 
 import threading
-import unicodedata
 from collections.abc import Callable
 from functools import cache
 from typing import Protocol, cast
@@ -45,10 +44,3 @@ def stemmer(language: str) -> Callable[[str], str]:
             return found.stemWord(word)
 
     return stem
-
-
-def fold(text: str) -> str:
-    """`text` lowercased, without accents or other combining marks ("Almacén" -> "almacen"):
-    how glossary terms are stored and query words looked up (as `search.language.fold`)."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from rag_pipeline.search.hits import SearchHit
+from rag_pipeline.search import SearchHit
 
 DocKey = tuple[str, str]  # (source_type, source_id)
 Qrels = Mapping[str, Mapping[DocKey, int]]

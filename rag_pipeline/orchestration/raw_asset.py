@@ -13,6 +13,7 @@ import dagster as dg
 import psycopg
 
 from rag_pipeline.core import document_stages
+from rag_pipeline.core.document_stages import RAW_VERSION
 from rag_pipeline.core.incremental import StageSummary, plan, run_stage, start_workers
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.records import DocumentInfo, RawRecord
@@ -31,7 +32,6 @@ from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import stages
 from rag_pipeline.store.locks import advisory_lock
 
-RAW_VERSION = "1"
 _FETCH_BATCH = 50
 # Transient source errors (a database restarting, a wiki down for longer than its client's own
 # retries) are retried with backoff: 5 s, then 10 s. Short, because a permanent error (a wrong

@@ -22,7 +22,8 @@ from typing import Protocol, TypeVar
 import psycopg
 
 from rag_pipeline.core.languages import language_prefix
-from rag_pipeline.core.stemming import fold, stemmer
+from rag_pipeline.core.stemming import stemmer
+from rag_pipeline.core.words import fold
 from rag_pipeline.store.glossary import GlossaryRow, glossary_states, glossary_version, word_pairs
 
 # Seconds between two looks at the stored glossary's version.

@@ -3,7 +3,7 @@
 What a search runs is decided here, before any ranking: the cleaned text and its language
 (`query.py`), typing errors corrected (`spelling.py`, one round trip to the index), the words
 the search vocabulary adds (`vocabulary/`), the entry whose phrase is closest in meaning, the
-query's vector, and the weights the query changes (a source's rules, `source_rules.py`). The
+query's vector, and the weights the query changes (a source's rules, `core/source_rules.py`). The
 executor (`engine.py`) runs a PreparedQuery as it is; `rag search --explain` prints it.
 """
 
@@ -16,13 +16,13 @@ from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix
+from rag_pipeline.core.source_rules import SourceRanking
+from rag_pipeline.core.words import fold
 from rag_pipeline.search.encoder import QueryEmbedder
 from rag_pipeline.search.glossary import Carried, GlossaryCache
-from rag_pipeline.search.language import fold
+from rag_pipeline.search.plugins import source_vocabularies
 from rag_pipeline.search.queries import Mode
 from rag_pipeline.search.query import Query, prepare_query
-from rag_pipeline.search.ranking import Ranking
-from rag_pipeline.search.source_rules import SourceRanking
 from rag_pipeline.search.spelling import (
     Unknown,
     apply_corrections,
@@ -33,6 +33,7 @@ from rag_pipeline.search.spelling import (
 from rag_pipeline.search.vocabulary import Vocabulary, expansion_language
 from rag_pipeline.search.vocabulary.phrase_vectors import PhraseVectors, SimilarEntry
 from rag_pipeline.settings import Settings
+from rag_pipeline.settings.ranking import Ranking
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class Understanding:
         self.ranking = ranking
         self.embedder = embedder
         self.rules = rules
-        self.vocabulary = Vocabulary.load(settings.search_vocabulary_dir)
+        vocabularies = source_vocabularies()
+        self.vocabulary = Vocabulary.load(settings.search_vocabulary_dir, vocabularies)
         # Repeated queries skip the model; keyed by model too (`embedder` may be replaced).
         self._vectors = functools.lru_cache(settings.search_query_cache_size)(self._embed)
         self._phrase_vectors = PhraseVectors(
@@ -106,6 +108,9 @@ class Understanding:
             embedder.embed_query,
             embedder.model_id,
             settings.home / "vocabulary-vectors",
+            lambda language: [
+                v.vectors_file(language) for v in vocabularies if language in v.vector_languages
+            ],
         )
 
     def prepare(

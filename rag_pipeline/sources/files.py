@@ -23,6 +23,7 @@ from rag_pipeline.core.source import (
     SourceDocument,
     fetch_each,
 )
+from rag_pipeline.store.folders import FolderError
 
 SOURCE_TYPE = "files"
 DEMO_PARTITION = "demo"
@@ -37,10 +38,6 @@ FORMATS: Mapping[str, SourceFormat] = {
 CHAIN_OPTIONS = ChainOptions(front_matter=True)
 # Where a registered name's folder is (None: not registered).
 FolderLookup = Callable[[str], Path | None]
-
-
-class FolderError(ValueError):
-    """The folder of a `files` partition cannot be used."""
 
 
 def demo_folder() -> Path:

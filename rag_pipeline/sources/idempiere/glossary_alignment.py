@@ -26,7 +26,8 @@ from difflib import SequenceMatcher
 from functools import cache
 
 from rag_pipeline.core.languages import language_prefix
-from rag_pipeline.core.stemming import fold, stemmer
+from rag_pipeline.core.stemming import stemmer
+from rag_pipeline.core.words import fold
 
 MIN_LINKS = 2
 MIN_DICE = 0.2

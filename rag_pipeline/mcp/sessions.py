@@ -1,5 +1,5 @@
 """How many sessions the clients of `rag mcp --http` may hold (the token check is in
-`mcp_http.py`).
+`http.py`).
 
 **Session caps with eviction, not refusal.** The MCP SDK keeps up to 10,000 sessions, each
 for 30 idle minutes, and refuses everyone with 503 once they are taken: one client calling
@@ -27,7 +27,7 @@ import anyio
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from rag_pipeline.search.mcp_asgi import (
+from rag_pipeline.mcp.asgi import (
     ASGIApp,
     Message,
     Receive,

@@ -11,9 +11,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rag_pipeline.search.context import AnswerContext, TokenCounter, build_context
-from rag_pipeline.search.engine import Searcher
-from rag_pipeline.search.llm import ChatProvider, StreamEnd, TextDelta, Usage
+from rag_pipeline.answer.context import AnswerContext, TokenCounter, build_context
+from rag_pipeline.answer.llm import ChatProvider, StreamEnd, TextDelta, Usage
+from rag_pipeline.search import Searcher
 
 # `[1]`, `[1, 3]`, `[2;4]`, `[1-3]`: the forms models use when told to cite by number.
 _CITATION = re.compile(r"\[(\d+(?:\s*(?:[,;]|-|–)\s*\d+)*)\]")

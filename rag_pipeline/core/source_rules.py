@@ -1,18 +1,15 @@
 """Ranking rules a source declares for its own documents, applied by the engine generically.
 
 A source plug-in package may hold a `ranking` module with `RANKINGS`, a tuple of
-`SourceRanking`; the engine names no source. Patterns on queries are matched against the query
-lowercased and without accents (`language.fold`); title patterns are PostgreSQL regular
-expressions, matched case-insensitively.
+`SourceRanking` (found by `search/plugins.py`); the engine names no source. The types live
+here, below the sources that declare them and the search that applies them. Patterns on
+queries are matched against the query lowercased and without accents (`core.words.fold`);
+title patterns are PostgreSQL regular expressions, matched case-insensitively.
 """
 
-import importlib
-import importlib.util
-import pkgutil
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 
 
 @dataclass(frozen=True)
@@ -39,16 +36,3 @@ class SourceRanking:
     wanted_entities: Mapping[str, re.Pattern[str]] = field(
         default_factory=dict[str, re.Pattern[str]]
     )
-
-
-@cache
-def source_rankings() -> tuple[SourceRanking, ...]:
-    """Every source plug-in's declarations (`rag_pipeline.sources.<package>.ranking.RANKINGS`)."""
-    import rag_pipeline.sources as sources
-
-    found: list[SourceRanking] = []
-    for module in pkgutil.iter_modules(sources.__path__):
-        name = f"{sources.__name__}.{module.name}.ranking"
-        if module.ispkg and importlib.util.find_spec(name) is not None:
-            found.extend(importlib.import_module(name).RANKINGS)
-    return tuple(found)

@@ -8,7 +8,7 @@ hand any of them the whole index (issue 38). So:
   RAG_MCP_TOKEN, or a random one generated into RAG_HOME/mcp-token (mode 0600, in the 0700
   RAG_HOME) on first use — readable by the user who owns the index, i.e. by whoever could read
   the data anyway. Compared in constant time.
-- **Session caps with eviction, not refusal**: `mcp_sessions.py`.
+- **Session caps with eviction, not refusal**: `sessions.py`.
 """
 
 import hashlib
@@ -20,8 +20,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_pipeline.search.mcp_asgi import ASGIApp, Receive, Scope, Send, header_value, respond
-from rag_pipeline.search.mcp_sessions import SessionLimiter
+from rag_pipeline.mcp.asgi import ASGIApp, Receive, Scope, Send, header_value, respond
+from rag_pipeline.mcp.sessions import SessionLimiter
 from rag_pipeline.settings import ConfigError, Settings
 
 logger = logging.getLogger(__name__)

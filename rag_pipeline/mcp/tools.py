@@ -1,4 +1,4 @@
-"""The knowledge tools' logic for the MCP server (`mcp_server.py`): what each tool computes
+"""The knowledge tools' logic for the MCP server (`server.py`): what each tool computes
 and returns, the result models the agent reads, and the bounds every argument is checked
 against before any SQL runs.
 """
@@ -10,19 +10,17 @@ from typing import Any, Literal
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from rag_pipeline.search.engine import Searcher
-from rag_pipeline.search.hits import SearchHit
-from rag_pipeline.search.pool import SearchPool, search_pool
-from rag_pipeline.search.query import MAX_QUERY_CHARS
+from rag_pipeline.search import MAX_QUERY_CHARS, Searcher, SearchHit
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.sources.idempiere.ad import SOURCE_TYPE as DICTIONARY
 from rag_pipeline.store.knowledge import (
     AD_ENTITY_PREFIXES,
-    AD_SOURCE_TYPE,
     developer_documents,
     entity_of,
     find_ad_entities,
     knowledge_stats,
 )
+from rag_pipeline.store.pool import SearchPool, search_pool
 
 # A section can be long; an agent reading ten of them needs them bounded.
 _MAX_SECTION_CHARS = 6000
@@ -220,7 +218,9 @@ class KnowledgeTools:
             raise ToolError(f"entity_type must be one of {', '.join(AD_ENTITY_PREFIXES)}")
         top_k = _top_k(top_k)
         exact = self.pool().run(
-            lambda conn: find_ad_entities(conn, name, entity_type=entity_type, limit=top_k)
+            lambda conn: find_ad_entities(
+                conn, name, source_type=DICTIONARY, entity_type=entity_type, limit=top_k
+            )
         )
         matches = [
             ADMatch.model_validate(
@@ -233,7 +233,7 @@ class KnowledgeTools:
             prefix = AD_ENTITY_PREFIXES[entity_type] + ":" if entity_type else ""
             # Several entity types share the pool: ask for more when one type is wanted.
             pool = top_k * (4 if entity_type else 1)
-            for hit in self.searcher().search(name, top_k=pool, source_types=[AD_SOURCE_TYPE]):
+            for hit in self.searcher().search(name, top_k=pool, source_types=[DICTIONARY]):
                 if len(matches) >= top_k:
                     break
                 if not hit.source_id.startswith(prefix) or (hit.source_id, hit.language) in seen:
@@ -283,9 +283,9 @@ class KnowledgeTools:
         self, target: str, source_type: str | None = None, language: str | None = None
     ) -> dict[str, Any]:
         """The lineage of the document of `target` (store/lineage.py): `rag show --json`."""
-        from rag_pipeline.operations.runtime import ready_conninfo
         from rag_pipeline.store import lineage
         from rag_pipeline.store.connection import connect
+        from rag_pipeline.store.runtime import ready_conninfo
 
         wanted = _bounded(target, "target", MAX_NAME_CHARS * 10)
         settings = self.settings

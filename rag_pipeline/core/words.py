@@ -1,5 +1,8 @@
 """Which language a query is in, from its words, and the words with which it asks.
 
+Shared text helpers of every layer (`fold`, `function_words`): the search, the vocabularies
+the sources declare and the labelled-set checks read words alike.
+
 Queries are short, so statistical detectors trained on documents guess wildly on them; the
 languages the index holds are few. Distinctive letters decide first (ñ ¿ ¡ for Spanish, ő ű for
 Hungarian, ľ ĺ ŕ ä ô for Slovak); otherwise the share of each language's commonest function

@@ -1,5 +1,8 @@
 """Every constant that shapes a ranking, in one frozen object with its default and why.
 
+It sits with the settings (not in `search/`) because the settings parse RAG_SEARCH_RANKING's
+overrides against it; the search engine reads it (`Ranking.from_settings`).
+
 The defaults are what the labelled sets were measured with (docs/search-quality.md says how
 much each part is worth). A knob with a setting of its own (RAG_SEARCH_VECTOR_WEIGHT, ...) is
 read from it; every other one can be overridden with RAG_SEARCH_RANKING='name=value,...'.
@@ -8,10 +11,7 @@ read from it; every other one can be overridden with RAG_SEARCH_RANKING='name=va
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from rag_pipeline.settings import Settings
+from typing import Literal, Protocol
 
 Fusion = Literal["tmm", "minmax", "rrf"]
 
@@ -22,6 +22,13 @@ def _knob(default: float, why: str, setting: str = "") -> float:
 
 def _count(default: int, why: str, setting: str = "") -> int:
     return field(default=default, metadata={"why": why, "setting": setting})
+
+
+class RankingSettings(Protocol):
+    """What `Ranking.from_settings` reads: `search_ranking` and the `search_<knob>` settings."""
+
+    @property
+    def search_ranking(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ class Ranking:
     )
 
     @classmethod
-    def from_settings(cls, settings: "Settings") -> "Ranking":
+    def from_settings(cls, settings: RankingSettings) -> "Ranking":
         """The defaults, then the search_* settings, then RAG_SEARCH_RANKING's overrides."""
         values: dict[str, object] = {
             f.name: getattr(settings, f"search_{f.metadata['setting']}")

@@ -6,14 +6,15 @@ schemas are written for the model that chooses among them. A failure (no databas
 arguments) comes back as a tool error the model can read, never as a crash of the server.
 
 Every argument is bounded (lengths, counts) before any SQL runs; every statement runs on the
-shared search pool (`pool.py`): with a statement timeout, reconnecting after a restart of the
-server, and cancelled when the request that asked is cancelled or its client goes away.
+shared search pool (`store/pool.py`): with a statement timeout, reconnecting after a restart
+of the server, and cancelled when the request that asked is cancelled or its client goes
+away. Search goes through `rag_pipeline.search`'s public API, as any caller's does.
 
 Transports: stdio (what Claude Desktop, Claude Code and most clients launch; whoever starts
 the process owns it, so no token), or streamable HTTP on the loopback interface only
-(`--http PORT`), behind a bearer token and session caps (`mcp_http.py`).
+(`--http PORT`), behind a bearer token and session caps (`http.py`).
 
-A new tool: a method of `KnowledgeTools` (`mcp_tools.py`, bounding its arguments with
+A new tool: a method of `KnowledgeTools` (`tools.py`, bounding its arguments with
 `_bounded`), and a function registered here with `_tool` in one of the `_add_*` functions,
 calling it through `_run`, with `Field` bounds in its signature and its description as its
 docstring.
@@ -33,8 +34,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rag_pipeline.search.mcp_http import ensure_token, http_app
-from rag_pipeline.search.mcp_tools import (
+from rag_pipeline.mcp.http import ensure_token, http_app
+from rag_pipeline.mcp.tools import (
     MAX_FILTER_CHARS,
     MAX_FILTERS,
     MAX_NAME_CHARS,
@@ -45,9 +46,9 @@ from rag_pipeline.search.mcp_tools import (
     KnowledgeStatsResult,
     KnowledgeTools,
 )
-from rag_pipeline.search.pool import Interrupt
-from rag_pipeline.search.query import MAX_QUERY_CHARS
+from rag_pipeline.search import MAX_QUERY_CHARS
 from rag_pipeline.settings import ConfigError, Settings
+from rag_pipeline.store.pool import Interrupt
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +297,7 @@ def _stdout_to_stderr() -> Generator[None]:
 def serve(settings: Settings, *, http_port: int | None = None, token: str | None = None) -> None:
     """Run the server over stdio, or streamable HTTP on 127.0.0.1:`http_port`, until stopped.
 
-    Over HTTP every request must carry `token` (default: `mcp_http.ensure_token`).
+    Over HTTP every request must carry `token` (default: `http.ensure_token`).
     """
     tools = KnowledgeTools(settings)
     if http_port is not None and token is None:

@@ -12,7 +12,7 @@ into more pieces), which errs on the safe side. The default budget (RAG_LLM_CONT
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_pipeline.search.hits import SearchHit
+from rag_pipeline.search import SearchHit
 
 TokenCounter = Callable[[str], int]
 

@@ -18,6 +18,7 @@ from rag_pipeline.core.models import FailedDocument
 from rag_pipeline.settings import Settings
 from rag_pipeline.store import history
 from rag_pipeline.store.history import DocumentChange
+from rag_pipeline.store.indexing import EMBEDDINGS_VERSION
 
 # Rows of the materialization's document table; the full list is in `rag show`/`rag status`.
 TABLE_ROWS: Final = 50
@@ -35,12 +36,8 @@ class WrittenIndex(Protocol):
 
 def stage_code_versions() -> dict[str, str]:
     """The code version of every stage of a source's chain, raw to embeddings."""
-    # Imported here: the pipeline module imports the IO manager, which imports this module.
-    from rag_pipeline.orchestration.indexing import EMBEDDINGS_VERSION
-    from rag_pipeline.orchestration.raw_asset import RAW_VERSION
-
     return {
-        "raw": RAW_VERSION,
+        "raw": document_stages.RAW_VERSION,
         **document_stages.code_versions(),
         "embeddings": EMBEDDINGS_VERSION,
     }

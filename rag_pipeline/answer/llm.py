@@ -26,10 +26,7 @@ from typing import Any, Literal
 
 import httpx
 
-from rag_pipeline.core.http_retry import RetryableError, RetryPolicy, parse_retry_after, retrying
-from rag_pipeline.core.redact import mask_secrets, url_secrets, url_without_credentials
-from rag_pipeline.core.terminal import strip_controls
-from rag_pipeline.search.llm_stream import (
+from rag_pipeline.answer.llm_stream import (
     MalformedStreamError,
     ProviderStreamError,
     StreamClock,
@@ -46,6 +43,9 @@ from rag_pipeline.search.llm_stream import (
     read_error_body,
     server_sent_events,
 )
+from rag_pipeline.core.http_retry import RetryableError, RetryPolicy, parse_retry_after, retrying
+from rag_pipeline.core.redact import mask_secrets, url_secrets, url_without_credentials
+from rag_pipeline.core.terminal import strip_controls
 from rag_pipeline.settings import Settings
 
 __all__ = [

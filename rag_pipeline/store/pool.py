@@ -6,12 +6,14 @@ up once — pgvector types, the HNSW scan settings and a `statement_timeout` —
 round trip and none can pin the server.
 
 A long-running process (the MCP server, an application holding a Searcher) must outlive its
-server: `rag stop`, a crash of the postmaster, a restart. Before each call the pool asks
-`resolve` (for the embedded server: `ready_conninfo`, which restarts a stopped server; a file
-check when it runs); connections are checked when taken, so one left over from a previous
-server is replaced; and a call that still fails for a lost connection re-resolves, rebuilds the
-pool and runs once more. A statement cancelled (its timeout, or `Interrupt.cancel`) is an
-answer, not a lost connection: it is never retried.
+server: `rag stop`, a crash of the postmaster, a restart. At most once a second, before a call,
+the pool asks `resolve` (for the embedded server: `ready_conninfo`, which restarts a stopped
+server; a file check when it runs); a call that fails for a lost connection (one left over from
+a previous server) re-resolves, rebuilds the pool and runs once more. Connections are not
+checked when taken: that cost every query one more round trip, and the retry replaces a stale
+one anyway (every call the pool runs reads, or rebuilds statistics idempotently). A statement
+cancelled (its timeout, or `Interrupt.cancel`) is an answer, not a lost connection: it is
+never retried.
 
 `Interrupt` lets another thread cancel what a call is running — the MCP server uses it when the
 client that asked goes away.
@@ -43,6 +45,8 @@ _PROBE_SECONDS = 1.0
 _CLOSE_OLD_POOL_AFTER = 10.0
 # How long a lost server is waited for, its restart included.
 _RECOVER_SECONDS = 20.0
+# `resolve` is asked before a call at most this often (seconds): a file read and a lock.
+_RESOLVE_EVERY = 1.0
 
 
 @dataclass(frozen=True)
@@ -133,12 +137,14 @@ class SearchPool:
         name: str = "rag-search",
     ) -> None:
         """Pool connections to `conninfo`; `resolve` (if any) gives the URL again, starting
-        the server when it must, before each call and after a lost connection."""
+        the server when it must: at most once a second before a call, and after a lost
+        connection."""
         self.settings = settings
         self._resolve = resolve
         self._name = name
         self._lock = threading.Lock()
         self._generation = 0
+        self._resolved_at = time.monotonic()
         self._conninfo = conninfo
         self._pool = self._open(conninfo)
         self._recover_lock = threading.Lock()
@@ -157,9 +163,6 @@ class SearchPool:
             timeout=self.settings.timeout,
             kwargs={"autocommit": True},
             configure=_configure(self.settings),
-            # One round trip on a local socket: a connection from before a restart is
-            # replaced when taken instead of failing the call.
-            check=ConnectionPool.check_connection,
             name=f"{self._name}-{self._generation}",
             open=True,
         )
@@ -186,7 +189,9 @@ class SearchPool:
 
     def _fresh(self) -> tuple["ConnectionPool[psycopg.Connection]", int]:
         pool, generation = self._current()
-        if self._resolve is not None:
+        now = time.monotonic()
+        if self._resolve is not None and now - self._resolved_at >= _RESOLVE_EVERY:
+            self._resolved_at = now
             conninfo = self._resolve()
             if conninfo != self.conninfo:
                 pool = self._rebuild(generation, conninfo)
@@ -334,7 +339,7 @@ def get_pool(
 def search_pool(settings: Settings, conninfo: str | None = None) -> SearchPool:
     """The process's pool for the configured database (or `conninfo`), which restarts the
     embedded server when it stopped (`ready_conninfo`) and reconnects after a crash."""
-    from rag_pipeline.operations.runtime import ready_conninfo
+    from rag_pipeline.store.runtime import ready_conninfo
 
     if conninfo is not None:
         return get_pool(conninfo, pool_settings(settings))

@@ -1,4 +1,4 @@
-"""ASGI plumbing shared by the guards of `rag mcp --http` (`mcp_http.py`, `mcp_sessions.py`):
+"""ASGI plumbing shared by the guards of `rag mcp --http` (`http.py`, `sessions.py`):
 the callable types, reading a header, a JSON-RPC error response, and a request body read whole
 then replayed to the app.
 """

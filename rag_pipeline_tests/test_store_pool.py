@@ -18,10 +18,12 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 from psycopg.errors import QueryCanceled
 
-from rag_pipeline.operations.runtime import ready_conninfo
+from rag_pipeline.mcp.tools import KnowledgeTools
 from rag_pipeline.search.engine import Searcher
-from rag_pipeline.search.mcp_tools import KnowledgeTools
-from rag_pipeline.search.pool import (
+from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.store.connection import connect
+from rag_pipeline.store.migrations import migrate
+from rag_pipeline.store.pool import (
     Interrupt,
     Interrupted,
     PoolSettings,
@@ -30,9 +32,7 @@ from rag_pipeline.search.pool import (
     search_pool,
     without_timeout,
 )
-from rag_pipeline.settings import Settings, load_settings
-from rag_pipeline.store.connection import connect
-from rag_pipeline.store.migrations import migrate
+from rag_pipeline.store.runtime import ready_conninfo
 from rag_pipeline.store.server import embedded_data_dir, stop_embedded_server
 
 pytestmark = pytest.mark.integration

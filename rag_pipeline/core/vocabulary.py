@@ -1,15 +1,22 @@
-"""Vocabulary files: their entries, the sources they name, and the words they are read as.
+"""Vocabulary files: what a source declares, their entries, the sources they name, the words.
 
-One entry a line, `user words|other user words<TAB>iDempiere words<TAB>source` (the format
-`rag_pipeline.search.vocabulary` describes); `parse_entries` reads a file's lines into
-`Entry` objects and names the file and line of anything malformed (`VocabularyError`).
+A source plug-in package may hold a `vocabulary` package with `VOCABULARIES`, a tuple of
+`VocabularyFiles` (found by `search/plugins.py`, like its ranking rules): `<language>.tsv`
+files and the bundled model's vectors of their phrases. One entry a line, `user words|other
+user words<TAB>product words<TAB>source` (the format `rag_pipeline.search.vocabulary`
+describes); `parse_entries` reads a file's lines into `Entry` objects and names the file and
+line of anything malformed (`VocabularyError`). The types live here, below the sources that
+declare them and the search that reads them.
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
 
-from rag_pipeline.search.language import fold
+from rag_pipeline.core.words import fold
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # "[en] mobile compatibility": iDempiere words in the language of that code.
@@ -44,9 +51,29 @@ def expansion_language(expansion: str) -> tuple[str | None, str]:
     return tagged.group(1), tagged.group(2)
 
 
-# What a source may name: a dictionary window, process, element, tab, field or process
-# parameter by its name, or a wiki page by its title.
-SOURCE_KINDS = ("window", "process", "element", "tab", "field", "parameter", "wiki")
+@dataclass(frozen=True)
+class VocabularyFiles:
+    """A source's vocabulary: the `<language>.tsv` files of package `package`, the kinds their
+    source column may name (`Source.kind`), and the languages whose phrases' vectors for the
+    bundled model ship beside them (`<language>.vectors.npz`)."""
+
+    package: str
+    source_kinds: tuple[str, ...]
+    vector_languages: tuple[str, ...] = ()
+
+    def tsv_files(self) -> list[Traversable]:
+        """The package's vocabulary files, in the order the package folder lists them."""
+        return [f for f in resources.files(self.package).iterdir() if f.name.endswith(".tsv")]
+
+    def origin(self, name: str) -> str:
+        """How errors name one of its files: its path inside the project."""
+        return f"{self.package.replace('.', '/')}/{name}"
+
+    def vectors_file(self, language: str) -> Path:
+        """Where the package keeps the bundled model's vectors of `language`'s phrases."""
+        return Path(str(resources.files(self.package).joinpath(f"{language}.vectors.npz")))
+
+
 # Between the sources of an entry whose words come from several names.
 SOURCE_SEPARATOR = "; "
 
@@ -62,14 +89,14 @@ class Source:
         return f"{self.kind}:{self.name}"
 
 
-def parse_sources(text: str) -> tuple[Source, ...]:
-    """The sources `text` names (`kind:name; kind:name`, kinds of SOURCE_KINDS); () if any
+def parse_sources(text: str, kinds: Sequence[str]) -> tuple[Source, ...]:
+    """The sources `text` names (`kind:name; kind:name`, each kind one of `kinds`); () if any
     part is not one."""
     found: list[Source] = []
     for part in text.split(SOURCE_SEPARATOR.strip()):
         kind, colon, name = part.partition(":")
         kind, name = kind.strip(), " ".join(name.split())
-        if not colon or kind not in SOURCE_KINDS or not name:
+        if not colon or kind not in kinds or not name:
             return ()
         found.append(Source(kind, name))
     return tuple(found)
@@ -85,8 +112,9 @@ class Entry:
     sources: tuple[Source, ...] = ()
 
 
-def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
-    """The entries of one vocabulary file's lines; `origin` names the file in errors."""
+def parse_entries(lines: Iterable[str], origin: str, kinds: Sequence[str]) -> list[Entry]:
+    """The entries of one vocabulary file's lines; `origin` names the file in errors, `kinds`
+    are the kinds its source column may name."""
     entries: list[Entry] = []
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -97,11 +125,11 @@ def parse_entries(lines: Iterable[str], origin: str) -> list[Entry]:
                 f"{origin}:{number}: expected 'user words<TAB>iDempiere words' and an optional "
                 f"'<TAB>source', found {len(fields) - 1} tabs"
             )
-        sources = parse_sources(fields[2]) if len(fields) == 3 else ()
+        sources = parse_sources(fields[2], kinds) if len(fields) == 3 else ()
         if len(fields) == 3 and not sources:
             raise VocabularyError(
                 f"{origin}:{number}: expected sources 'kind:name; kind:name' after the second "
-                f"tab, kinds among {', '.join(SOURCE_KINDS)}; found {fields[2]!r}"
+                f"tab, kinds among {', '.join(kinds)}; found {fields[2]!r}"
             )
         phrases = tuple(p for p in (entry_words(alt) for alt in fields[0].split("|")) if p)
         expansion = " ".join(fields[1].split())
