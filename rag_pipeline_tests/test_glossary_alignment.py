@@ -129,3 +129,36 @@ def test_an_english_query_is_carried_into_the_translated_languages() -> None:
     ]
     assert _glossary().carry("facturas", "de_DE") == []
     assert Glossary().carry("facturas", "es_CO") == []
+
+
+# Raised inside Dagster's own automation tester (AssetSelection.all(include_sources=True)).
+@pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+def test_a_language_s_glossary_follows_its_dictionary() -> None:
+    import dagster as dg
+
+    from rag_pipeline.definitions import defs
+    from rag_pipeline.defs.k_entry.partitions import IDEMPIERE_LANGUAGES
+    from rag_pipeline.orchestration.source_registry import AD_METADATA, RAW
+
+    definitions = defs()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(IDEMPIERE_LANGUAGES, ["en_US", "es_CO"])
+        # The automation sensor's previous tick: conditions compare with what it saw then.
+        before = dg.evaluate_automation_conditions(defs=definitions, instance=instance)
+        assert not before.get_requested_partitions(AD_METADATA.glossary_key)
+        # A run of the dictionary's raw stage for one entity type in Spanish.
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(AD_METADATA.asset_key(RAW), partition="window|es_CO")
+        )
+        after = dg.evaluate_automation_conditions(
+            defs=definitions, instance=instance, cursor=before.cursor
+        )
+        assert after.get_requested_partitions(AD_METADATA.glossary_key) == {"es_CO"}
+        # The source system is upstream for the lineage; runs of its raw stage refresh it.
+        raw = AD_METADATA.asset_key(RAW)
+        assert after.get_requested_partitions(raw) == set()
+        instance.report_runless_asset_event(dg.AssetMaterialization(raw, partition="tab|en_US"))
+        again = dg.evaluate_automation_conditions(
+            defs=definitions, instance=instance, cursor=after.cursor
+        )
+        assert again.get_requested_partitions(AD_METADATA.glossary_key) == {"en_US"}

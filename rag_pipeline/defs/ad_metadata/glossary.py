@@ -26,8 +26,9 @@ with warnings.catch_warnings():
     # Beta in 1.13, and said so at every load of the code location.
     warnings.simplefilter("ignore", dg.BetaWarning)
     _BY_LANGUAGE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="language")
-# After the dictionary of its language was read again (or observed changed), once no run of it
-# is going on.
+# After the dictionary of its language was read again by the raw stage (the source system is
+# not materialized, and Dagster's condition does not count its observations), once no run of
+# it is going on.
 _AFTER_THE_DICTIONARY = (
     dg.AutomationCondition.any_deps_updated().since_last_handled()
     & ~dg.AutomationCondition.any_deps_in_progress()
