@@ -2,8 +2,9 @@
 
 `rag dev` (webserver and daemon) on loopback against an instance holding one real run of the
 files job; Playwright drives Debian's `chromium` (never a downloaded browser). Screenshots are
-kept in the test's tmp folder (`asset-graph.png`, `files_embeddings.png`); with
-`RAG_SCREENSHOT_DIR` set they are copied there (how `docs/images/` is made).
+kept in the test's tmp folder (`asset-graph.png`, `files_embeddings.png`,
+`retrieval-quality.png`, `retrieval-quality-check.png`); with `RAG_SCREENSHOT_DIR` set they are
+copied there (how `docs/images/` is made).
 """
 
 import os
@@ -164,6 +165,55 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
         finally:
             browser.close()
     names = ("asset-graph.png", "files_embeddings.png", "catalog-run.png")
+    for name in names:
+        assert (tmp_path / name).stat().st_size > 10_000
+    keep = os.environ.get("RAG_SCREENSHOT_DIR")
+    if keep:  # how docs/images/ is made
+        for name in names:
+            shutil.copy(tmp_path / name, Path(keep) / name)
+
+
+def test_the_quality_plot_and_its_check_after_two_materializations(
+    webserver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_pipeline.definitions import defs
+    from rag_pipeline.orchestration.quality import NOT_WORSE, QUALITY_ASSET, QUALITY_JOB
+
+    # The instance `rag dev` serves: the vocabulary on, then off (a drop the check names).
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        for weight in ("0.75", "0"):
+            monkeypatch.setenv("RAG_SEARCH_VOCABULARY_WEIGHT", weight)
+            job = defs().resolve_job_def(QUALITY_JOB)
+            assert job.execute_in_process(instance=instance).success
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1100})
+            page.set_default_timeout(90_000)
+            page.goto(f"{webserver}/assets/{QUALITY_ASSET}")
+            skip = page.get_by_role("button", name="Skip")  # the first-visit newsletter dialog
+            skip.wait_for()
+            skip.click()
+            # The metadata's plots: one per numeric key, a point per materialization.
+            page.get_by_text("Plots", exact=True).first.click()
+            title = page.get_by_text("ndcg@10", exact=True).first
+            title.wait_for()
+            page.get_by_text("latency_p95_ms", exact=True).first.wait_for()
+            assert page.locator("canvas").count() >= 10
+            title.scroll_into_view_if_needed()
+            page.wait_for_timeout(3000)  # let the charts settle before the picture
+            page.screenshot(path=str(tmp_path / "retrieval-quality.png"))
+            # The check failed on the drop, naming the questions that got worse.
+            page.goto(f"{webserver}/assets/{QUALITY_ASSET}?view=checks")
+            page.get_by_text(NOT_WORSE).first.wait_for()
+            page.get_by_text("nDCG@10 fell from").first.wait_for()
+            page.get_by_text("worse: demo/").first.wait_for()
+            page.screenshot(path=str(tmp_path / "retrieval-quality-check.png"))
+        finally:
+            browser.close()
+    names = ("retrieval-quality.png", "retrieval-quality-check.png")
     for name in names:
         assert (tmp_path / name).stat().st_size > 10_000
     keep = os.environ.get("RAG_SCREENSHOT_DIR")

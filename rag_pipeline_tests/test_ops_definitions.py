@@ -29,10 +29,13 @@ def test_the_registry_names_each_plugin_by_its_source_type() -> None:
 
 
 def test_a_partitioned_job_per_source_and_no_job_that_starts_runs() -> None:
+    from rag_pipeline.orchestration.quality import QUALITY_JOB
+
     definitions = defs()
     names = {job.name for job in definitions.resolve_all_job_defs()}
     glossaries = {spec.glossary_job for spec in SOURCES if spec.glossary}
-    assert names == {"__ASSET_JOB", *(spec.ingest_job for spec in SOURCES), *glossaries}
+    ingest_jobs = {spec.ingest_job for spec in SOURCES}
+    assert names == {"__ASSET_JOB", QUALITY_JOB, *ingest_jobs, *glossaries}
     for spec in SOURCES:
         job = definitions.resolve_job_def(spec.ingest_job)
         assert job.partitions_def is not None

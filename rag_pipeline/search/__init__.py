@@ -14,6 +14,7 @@ constants are `rag_pipeline.settings.ranking.Ranking`; the connection pool is
 
 from rag_pipeline.search.engine import Searcher, search
 from rag_pipeline.search.hits import LegScores, SearchHit
+from rag_pipeline.search.queries import Mode
 from rag_pipeline.search.query import MAX_QUERY_CHARS, Query, QueryError
 from rag_pipeline.search.request import SearchRequest
 from rag_pipeline.search.understanding import PreparedQuery
@@ -21,6 +22,7 @@ from rag_pipeline.search.understanding import PreparedQuery
 __all__ = [
     "MAX_QUERY_CHARS",
     "LegScores",
+    "Mode",
     "PreparedQuery",
     "Query",
     "QueryError",

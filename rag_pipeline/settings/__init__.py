@@ -13,6 +13,7 @@ from pydantic_settings import SettingsConfigDict
 from rag_pipeline.settings.index import BUNDLED_MODEL, IndexSettings
 from rag_pipeline.settings.operations import OperationsSettings
 from rag_pipeline.settings.parsers import parse_entity_weights, parse_freshness_hours
+from rag_pipeline.settings.quality import QualitySettings
 from rag_pipeline.settings.search import AnswerSettings, SearchLimitSettings, SearchSettings
 from rag_pipeline.settings.sources import SourceSettings
 
@@ -34,6 +35,7 @@ class ConfigError(ValueError):
 # last first: the README's settings table (operations/settings_doc.py) follows that order.
 # Each group is a BaseSettings of its own so that every base declares `model_config` alike.
 class Settings(
+    QualitySettings,
     SearchLimitSettings,
     OperationsSettings,
     SearchSettings,
