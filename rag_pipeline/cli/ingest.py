@@ -112,6 +112,9 @@ def ingest(
                 if not summary.success:
                     failed_runs.append(f"{spec.name}/{short(key)} ({summary.error or 'no cause'})")
                     click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
+            # Unchanged partitions launch no run; a glossary never built is built all the same.
+            if spec.glossary and (wanted or _no_glossary(settings)):
+                failed_runs += _run_glossary(settings, definitions, instance, spec)
         _record_ingest_errors(settings, instance)
     if failed_runs:
         from rag_pipeline.cli.errors import full_disk
@@ -321,6 +324,47 @@ def _run_job(
             summary.stats = run_stats(conn, run_id)
             summary.failures = run_errors(conn, run_id)
     return summary
+
+
+def _no_glossary(settings: Settings) -> bool:
+    """Whether no language's glossary was built yet (an index from before the glossary)."""
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.glossary import glossary_states
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    with connect(ready_conninfo(settings)) as conn:
+        return not glossary_states(conn)
+
+
+def _run_glossary(
+    settings: Settings, definitions: Any, instance: Any, spec: SourceSpec
+) -> list[str]:
+    """Build the source's glossary for each of its languages, after its dictionary; the runs
+    that failed."""
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.glossary import glossary_states
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    job = definitions.resolve_job_def(spec.glossary_job)
+    failed: list[str] = []
+    for language in job.partitions_def.get_partition_keys(dynamic_partitions_store=instance):
+        summary = RunSummary(f"{spec.name} glossary", language, success=False)
+        config = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+        execute_with_progress(
+            instance, spec.glossary_job, str(uuid.uuid4()), language, config, summary
+        )
+        if not summary.success:
+            failed.append(f"{spec.name} glossary/{language}")
+            click.secho(f"the glossary run for {language} failed: {summary.error}", err=True)
+            continue
+        with connect(ready_conninfo(settings)) as conn:
+            state = {s.language: s for s in glossary_states(conn)}.get(language)
+        if state is not None:
+            click.echo(
+                f"{spec.name} glossary/{language}: {state.names} name pairs, {state.words} word "
+                f"pairs; {summary.seconds:.1f} s"
+            )
+    return failed
 
 
 def _print_summary(summary: RunSummary) -> None:

@@ -21,6 +21,7 @@ from psycopg.rows import dict_row
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.search.encoder import load_query_embedder
+from rag_pipeline.search.glossary import GlossaryCache
 from rag_pipeline.search.hits import LegScores, SearchHit, hit_from_row
 from rag_pipeline.search.plugins import source_rankings
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
@@ -70,7 +71,10 @@ class Searcher:
         # Shared with the agent tools; restarts a stopped embedded server and reconnects.
         self._pool = search_pool(self.settings, conninfo)
         self.rules = source_rankings()
-        self.understanding = Understanding(self.settings, self.ranking, self.embedder, self.rules)
+        glossary = GlossaryCache(self._pool.run)
+        self.understanding = Understanding(
+            self.settings, self.ranking, self.embedder, self.rules, glossary
+        )
         self.vocabulary = self.understanding.vocabulary
         self._stats_lock = threading.Lock()
         self._stats_checked = 0.0

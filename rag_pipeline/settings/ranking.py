@@ -80,6 +80,12 @@ class Ranking:
     similar_max_words: int = _count(
         48, "most query words for it (a text, not a question: saves one embedding)"
     )
+    glossary_words: int = _count(
+        2, "words of another language the dictionary's glossary carries a query word to (0: off)"
+    )
+    glossary_to_model: int = _count(
+        0, "1: the model also reads the carried words of languages it knows (0: only keywords)"
+    )
     # Fusion and the order of hits.
     vector_weight: float = _knob(1.0, "vector leg in fusion", "vector_weight")
     keyword_weight: float = _knob(1.0, "keyword leg in fusion", "keyword_weight")
