@@ -18,10 +18,13 @@ def test_definitions_are_loadable() -> None:
 
 def test_files_chain_lineage() -> None:
     graph = defs().resolve_asset_graph()
-    chain = ["files_raw", "files_markdown", "files_sanitized", "files_chunks", "files_embeddings"]
+    chain = [
+        dg.AssetKey(["files", stage])
+        for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings")
+    ]
     for upstream, downstream in itertools.pairwise(chain):
-        parents = graph.get(dg.AssetKey(downstream)).parent_keys
-        assert parents == {dg.AssetKey(upstream)}
+        assert graph.get(downstream).parent_keys == {upstream}
+        assert graph.get(downstream).group_name == "files"
 
 
 def test_checks_are_declared() -> None:
@@ -43,7 +46,7 @@ def test_ingest_job_is_partitioned_by_folder() -> None:
 def test_stages_have_code_versions_and_checks_have_descriptions() -> None:
     graph = defs().resolve_asset_graph()
     for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings"):
-        assert graph.get(dg.AssetKey(f"files_{stage}")).code_version
+        assert graph.get(dg.AssetKey(["files", stage])).code_version
     for check_key in graph.asset_check_keys:
         assert graph.get_check_spec(check_key).description, check_key
 
@@ -51,7 +54,7 @@ def test_stages_have_code_versions_and_checks_have_descriptions() -> None:
 def test_force_and_workers_are_run_config_shown_in_the_launchpad() -> None:
     job = defs().resolve_job_def("files_ingest_job")
     fields = job.run_config_schema.config_type.fields["ops"].config_type.fields
-    raw_config = fields["files_raw"].config_type.fields["config"].config_type.fields
+    raw_config = fields["files__raw"].config_type.fields["config"].config_type.fields
     assert {"force", "workers"} <= set(raw_config)
     resources = job.run_config_schema.config_type.fields["resources"].config_type.fields
     embedder = resources["embedder"].config_type.fields["config"].config_type.fields
