@@ -4,12 +4,14 @@ import itertools
 
 import dagster as dg
 
+from rag_pipeline.core.stages import GLOSSARY, STAGES, op_name, stored_name
 from rag_pipeline.definitions import defs
 from rag_pipeline.orchestration.checks import (
     CHUNKS_WITHIN_BUDGET,
     NO_EDITORJS_SYNTAX,
     NO_FORBIDDEN_CHARACTERS,
 )
+from rag_pipeline.orchestration.source_registry import SOURCES, step_label
 
 
 def test_definitions_are_loadable() -> None:
@@ -76,3 +78,16 @@ def test_the_bundled_demo_files_are_versioned_by_content() -> None:
     versions = [ref.version for ref in source.list_documents(DEMO_PARTITION)]  # type: ignore[union-attr]
     assert len(versions) == 9
     assert all(version.startswith("sha256:") for version in versions)
+
+
+def test_each_stage_op_is_labelled_by_its_asset_key() -> None:
+    definitions = defs()
+    for spec in SOURCES:
+        stages = (*STAGES, GLOSSARY) if spec.glossary else STAGES
+        for stage in stages:
+            key = spec.glossary_key if stage == GLOSSARY else spec.asset_key(stage)
+            assert key.path == [spec.name, stage]
+            op = definitions.resolve_assets_def(key).op.name
+            assert op == op_name(spec.name, stage)
+            assert step_label(op) == key.to_user_string() == stored_name(spec.name, stage)
+    assert step_label("ingest_errors") == "ingest_errors"
