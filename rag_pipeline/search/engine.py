@@ -34,6 +34,7 @@ from rag_pipeline.search.stats import refresh_search_stats, stats_state
 from rag_pipeline.search.understanding import AddedWords, PreparedQuery, Understanding
 from rag_pipeline.search.vocabulary.phrase_vectors import SimilarEntry
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.store.migrations import check_stored_model
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ class Searcher:
         `keyword_scorer="ts_rank"` ranks the keyword leg by PostgreSQL's ts_rank instead of
         the BM25-style score (kept to measure one against the other). `keyword_scan` overrides
         the keyword leg's budget of chunks (benchmarks/search.py compares it with all).
+
+        Raises:
+            ModelMismatchError: the index holds vectors of another model.
         """
         self.settings = settings or load_settings()
         self.ranking = Ranking.from_settings(self.settings)
@@ -69,6 +73,8 @@ class Searcher:
         self.keyword_scan = keyword_scan or self.ranking.keyword_scan
         # Shared with the agent tools; restarts a stopped embedded server and reconnects.
         self._pool = search_pool(self.settings, conninfo)
+        model_id = self.embedder.model_id
+        self._pool.run(lambda conn: check_stored_model(conn, model_id))
         self.rules = source_rankings()
         self.understanding = Understanding(self.settings, self.ranking, self.embedder, self.rules)
         self.vocabulary = self.understanding.vocabulary
