@@ -53,10 +53,10 @@ def run(corpus: Path, home: Path) -> None:
 
     from rag_pipeline.definitions import defs
     from rag_pipeline.operations.folders import register_folder
-    from rag_pipeline.operations.runtime import load_embedder, ready_conninfo
     from rag_pipeline.orchestration.source_registry import FILES
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import load_embedder, ready_conninfo
     from rag_pipeline.store.server import stop_embedded_server
 
     settings = load_settings()

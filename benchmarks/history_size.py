@@ -71,8 +71,8 @@ def _sizes(env: dict[str, str]) -> tuple[int, int, int, int]:
     import psycopg
 
     sys.path.insert(0, str(REPO))
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.settings import load_settings
+    from rag_pipeline.store.runtime import ready_conninfo
 
     os.environ.update(env)
     with psycopg.connect(ready_conninfo(load_settings()), autocommit=True) as conn:

@@ -387,10 +387,10 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
 
     from rag_pipeline.definitions import defs
     from rag_pipeline.operations.folders import register_folder
-    from rag_pipeline.operations.runtime import load_embedder, ready_conninfo
     from rag_pipeline.orchestration.source_registry import FILES
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import load_embedder, ready_conninfo
 
     settings = load_settings()
     # Warm-up outside the timings: server start, migrations, model load happen once per

@@ -3,6 +3,8 @@
 Run: `python benchmarks/normalize.py [--min-seconds 1.0]`. Each format converts its set of
 fixture documents over and over, whole passes only, until at least `--min-seconds` have
 elapsed, and prints documents per second, input MB per second and the mean time per document.
+Then one Markdown list of 1,000 to 16,000 items each (issue 49: quadratic before), with the
+ratio of each time to the one of half as many items (2.0 is linear, 4.0 quadratic).
 The shared fixtures folder (beside the repository) supplies the real documents; without it
 only the repository's own fixtures are used.
 """
@@ -89,5 +91,20 @@ def main() -> None:
         )
 
 
+def long_lists() -> None:
+    """Seconds to convert one Markdown list of n items, for doubling n."""
+    print(f"\n{'list items':>10} {'KiB':>7} {'seconds':>8} {'ratio':>6}")
+    previous = None
+    for items in (1000, 2000, 4000, 8000, 16000):
+        body = "".join(f"- item {n} of a long list\n" for n in range(items))
+        start = time.perf_counter()
+        to_markdown(body, SourceFormat.MARKDOWN, time_budget_seconds=None)
+        elapsed = time.perf_counter() - start
+        ratio = f"{elapsed / previous:6.2f}" if previous else ""
+        print(f"{items:>10} {len(body) / 1024:>7.1f} {elapsed:>8.2f} {ratio}")
+        previous = elapsed
+
+
 if __name__ == "__main__":
     main()
+    long_lists()

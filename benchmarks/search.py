@@ -232,8 +232,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(11)
 
-    from rag_pipeline.operations.runtime import load_embedder
     from rag_pipeline.settings import load_settings
+    from rag_pipeline.store.runtime import load_embedder
 
     settings = load_settings(home=args.home, search_query_cache_size=0, search_pool_size=8)
     embedder = load_embedder(settings)

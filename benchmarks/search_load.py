@@ -29,8 +29,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from rag_pipeline.search.engine import Searcher  # noqa: E402
-from rag_pipeline.search.pool import close_pools  # noqa: E402
 from rag_pipeline.settings import load_settings  # noqa: E402
+from rag_pipeline.store.pool import close_pools  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def measure(threads: int, pool_size: int, total: int, queries: list[str]) -> Fig
 
 
 def _ingest_if_empty() -> None:
-    from rag_pipeline.search.mcp_tools import KnowledgeTools
+    from rag_pipeline.mcp.tools import KnowledgeTools
 
     if KnowledgeTools(load_settings()).get_knowledge_stats().total_chunks:
         return
@@ -130,7 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.ingest:
         _ingest_if_empty()
-    from rag_pipeline.search.mcp_tools import KnowledgeTools
+    from rag_pipeline.mcp.tools import KnowledgeTools
 
     stats = KnowledgeTools(load_settings()).get_knowledge_stats()
     print(

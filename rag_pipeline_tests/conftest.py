@@ -109,7 +109,7 @@ def rag_env(monkeypatch: pytest.MonkeyPatch, rag_home: Path, database_url: str) 
 @pytest.fixture(scope="session")
 def embedder(rag_home: Path):  # type: ignore[no-untyped-def]
     """The real bundled int8 MiniLM."""
-    from rag_pipeline.operations.runtime import load_embedder
+    from rag_pipeline.store.runtime import load_embedder
 
     return load_embedder(load_settings(home=rag_home))
 

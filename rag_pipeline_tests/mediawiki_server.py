@@ -259,7 +259,7 @@ class FakeWiki:
 class Fault:
     """A failure the server answers with instead of the real response."""
 
-    kind: str  # maxlag | 429 | 503 | malformed | warning | slow | the hostile ones above
+    kind: str  # maxlag | 429 | 503 | malformed | nested | drip | warning | slow | hostile
     remaining: int = 1
     when: Callable[[Mapping[str, str]], bool] | None = None
     retry_after: str = "0"
@@ -406,7 +406,7 @@ class MediaWikiServer:
             status, headers["Retry-After"] = int(fault.kind), fault.retry_after
             body = f"<html><body>{fault.kind}</body></html>".encode()
             return self._send(handler, status, body, "text/html", headers)
-        if fault is not None and fault.kind in {"gzip_bomb", "endless", "redirect"}:
+        if fault is not None and fault.kind in {"gzip_bomb", "endless", "redirect", "drip"}:
             return self._hostile(handler, fault)
         if fault is not None and fault.kind in {"continue_forever", "continue_same"}:
             n = 0 if fault.kind == "continue_same" else len(self.requests)
@@ -430,6 +430,10 @@ class MediaWikiServer:
         if fault is not None and fault.kind == "warning":
             data["warnings"] = {"main": {"warnings": 'Unrecognized parameter: "bogus".'}}
         body = json.dumps(data).encode()
+        if fault is not None and fault.kind == "nested":
+            # 400 KB: an array nested 200,000 deep inside the answer's first key.
+            depth = 200_000
+            body = b'{"parse": ' + b"[" * depth + b"]" * depth + b"}"
         if fault is not None and fault.kind == "malformed":
             body = body[: len(body) // 2]
         self._send(handler, status, body, "application/json; charset=utf-8", headers)
@@ -442,6 +446,25 @@ class MediaWikiServer:
             handler.send_header("Location", fault.location)
             handler.send_header("Content-Length", "0")
             handler.end_headers()
+            return
+        if fault.kind == "drip":
+            # A tar-pit: a byte every quarter second of a body that never completes.
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", "100000")
+            handler.end_headers()
+            dripped = 0
+            try:
+                while dripped < 100_000:
+                    handler.wfile.write(b" ")
+                    handler.wfile.flush()
+                    dripped += 1
+                    time.sleep(0.25)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            finally:
+                with self._lock:
+                    self.bytes_sent.append(dripped)
             return
         if fault.kind == "gzip_bomb":
             headers = {"Content-Encoding": "gzip"}

@@ -12,11 +12,14 @@ from rag_pipeline.settings import load_settings
 
 def force_config(job: dg.JobDefinition, source: str = "files") -> dict[str, Any]:
     """Run config that recomputes every stage of a source's chain."""
+    stages = {
+        f"{source}_{stage}" for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings")
+    }
     return {
         "ops": {
             node.name: {"config": {"force": True}}
             for node in job.graph.nodes
-            if node.name.startswith(f"{source}_") and not node.name.endswith("_check")
+            if node.name in stages
         }
     }
 

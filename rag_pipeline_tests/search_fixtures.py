@@ -9,7 +9,7 @@ import pytest
 from psycopg import sql
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.search.pool import close_pools
+from rag_pipeline.store.pool import close_pools
 from rag_pipeline_tests.search_corpus import CORPUS
 from rag_pipeline_tests.search_support import Doc, index_documents
 

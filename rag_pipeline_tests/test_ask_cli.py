@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from rag_pipeline.answer.context import SYSTEM_PROMPT
 from rag_pipeline.cli import main
-from rag_pipeline.search.context import SYSTEM_PROMPT
-from rag_pipeline.search.engine import Searcher
+from rag_pipeline.search import Searcher
 from rag_pipeline.settings import load_settings
 from rag_pipeline_tests.ask_support import demo_index
 from rag_pipeline_tests.llm_servers import LLMServer, Status, Wire
@@ -157,7 +157,9 @@ def test_provider_errors_are_one_line_without_the_key(monkeypatch: pytest.Monkey
         result = _ask(QUESTION)
     assert result.exit_code == 1
     assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
+    # The endpoint (not OpenAI's own) is named first, then the error in one line.
+    notice, *lines = result.stderr.strip().splitlines()
+    assert notice.startswith(f"asking {server.url} (OPENAI_BASE_URL in the environment)")
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("Error: OpenAI-compatible endpoint")
     assert "authentication failed (HTTP 401)" in lines[0]
@@ -181,6 +183,43 @@ def test_escape_sequences_in_the_answer_never_reach_the_terminal(
     assert json.loads(json_result.stdout)["answer"] == "Use the Warehouse window [1]."
     for output in (result.output, json_result.output):
         assert not any(c in output for c in "\x1b\x07\x9b\x9d")
+
+
+@pytest.mark.usefixtures("ask_env")
+def test_direction_controls_in_the_answer_never_reach_the_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 49, item 13: U+202E made printed text read otherwise than it was.
+    answer = "Use the \u202eswodniW\u202c Ware\u2066house\u2069\u200f window\u061c [1]."
+    with LLMServer("openai", answer=answer) as server:
+        _use(monkeypatch, server, key=None)
+        result = _ask(QUESTION)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Use the swodniW Warehouse window [1].\n")
+    bidi = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    assert not any(c in result.output for c in bidi)
+
+
+@pytest.mark.usefixtures("ask_env")
+def test_a_base_url_from_dotenv_is_named_before_the_key_is_sent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue 49, item 4: a .env of the current folder sent the key elsewhere, silently.
+    with LLMServer("anthropic", api_key=KEY) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        dotenv = tmp_path / ".env"
+        dotenv.write_text(f"ANTHROPIC_BASE_URL={server.url}\n")
+        dotenv.chmod(0o600)
+        monkeypatch.chdir(tmp_path)
+        result = _ask(QUESTION)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        from_environment = _ask(QUESTION)
+    assert result.exit_code == 0, result.output
+    assert len(server.requests) == 2
+    assert f"asking {server.url} (ANTHROPIC_BASE_URL from {dotenv})" in result.stderr
+    assert "with ANTHROPIC_API_KEY" in result.stderr
+    assert "ANTHROPIC_BASE_URL in the environment" in from_environment.stderr
+    assert KEY not in result.output
 
 
 @pytest.mark.usefixtures("ask_env")

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 import rag_pipeline
-from rag_pipeline.search.ask import Answer, Answerer, cited_numbers
-from rag_pipeline.search.context import SYSTEM_PROMPT, build_context
-from rag_pipeline.search.engine import SearchHit
-from rag_pipeline.search.llm import (
+from rag_pipeline.answer.ask import Answer, Answerer, cited_numbers
+from rag_pipeline.answer.context import SYSTEM_PROMPT, build_context
+from rag_pipeline.answer.llm import (
     ChatProvider,
     LLMError,
     ProviderConfig,
@@ -20,6 +19,7 @@ from rag_pipeline.search.llm import (
     StreamEvent,
     TextDelta,
 )
+from rag_pipeline.search import SearchHit
 from rag_pipeline_tests.llm_servers import (
     Cut,
     Fault,

@@ -2,7 +2,8 @@
 
 `rag dev` (webserver and daemon) on loopback against an instance holding one real run of the
 files job; Playwright drives Debian's `chromium` (never a downloaded browser). Screenshots are
-kept in the test's tmp folder (`asset-graph.png`, `files_embeddings.png`); with
+kept in the test's tmp folder (`asset-graph.png`, `files_embeddings.png`, `catalog-run.png`,
+`check-per-partition.png`, `retrieval-quality.png`, `retrieval-quality-check.png`); with
 `RAG_SCREENSHOT_DIR` set they are copied there (how `docs/images/` is made).
 """
 
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import httpx
@@ -124,6 +126,74 @@ def _materialize_one_partition(page: "playwright_api.Page", url: str, partition:
     pytest.fail("the run launched from the UI did not finish within 300 s")
 
 
+def _graphql(url: str, query: str, variables: dict[str, object] | None = None) -> dict[str, Any]:
+    response = httpx.post(
+        f"{url}/graphql", json={"query": query, "variables": variables or {}}, timeout=60
+    )
+    body: dict[str, Any] = response.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+def _all_runs(url: str) -> dict[str, str]:
+    """run id → status of every run (the UI picks the job a check runs in)."""
+    data = _graphql(url, "{ runsOrError { ... on Runs { results { runId status } } } }")
+    return {run["runId"]: run["status"] for run in data["runsOrError"]["results"]}
+
+
+def _wait_for_new_run(url: str, job: str, before: dict[str, str]) -> str:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        new = {r: status for r, status in _all_runs(url).items() if r not in before}
+        if new and all(status in {"SUCCESS", "FAILURE", "CANCELED"} for status in new.values()):
+            [(run_id, status)] = new.items()
+            assert status == "SUCCESS", (run_id, status)
+            return run_id
+        time.sleep(1)
+    pytest.fail(f"the {job} run did not finish within 300 s")
+
+
+_LAUNCH = """
+mutation($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def _run_check_alone_on_a_partition(url: str, check: str, partition: str) -> str:
+    """What `rag check` runs, through the UI's API: the job, only the check, one partition."""
+    before = _all_runs(url)
+    params = {
+        "selector": {
+            "repositoryLocationName": "rag_pipeline.definitions",
+            "repositoryName": "__repository__",
+            "jobName": "files_ingest_job",
+            "assetSelection": [],
+            "assetCheckSelection": [{"assetKey": {"path": ["files_embeddings"]}, "name": check}],
+        },
+        "runConfigData": "{}",
+        "mode": "default",
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+    }
+    launched = _graphql(url, _LAUNCH, {"params": params})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return _wait_for_new_run(url, "files_ingest_job", before)
+
+
+def _check_evaluations(home: Path, run_id: str) -> list[tuple[str, str | None, bool]]:
+    """(check, partition, passed) of a run's check results, from the instance's event log."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        ).records
+    evaluations = [r.event_log_entry.dagster_event.event_specific_data for r in records]  # type: ignore[union-attr]
+    return sorted((e.check_name, e.partition, e.passed) for e in evaluations)  # type: ignore[union-attr]
+
+
 def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
     webserver: str, tmp_path: Path
 ) -> None:
@@ -161,9 +231,94 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
             page.goto(f"{webserver}/runs/{run_id}")
             page.get_by_text("Executing steps in process").first.wait_for()
             page.screenshot(path=str(tmp_path / "catalog-run.png"))
+            # Every source system the runs read was observed by them, sensors off.
+            observed = _graphql(
+                webserver,
+                '{ assetOrError(assetKey: {path: ["folders"]}) { ... on Asset '
+                "{ assetObservations(limit: 1) { partition } } } }",
+            )["assetOrError"]["assetObservations"]
+            assert [o["partition"] for o in observed] == ["demo"]
+            # The checks' own "Execute all": judges every partition, one result each.
+            before = _all_runs(webserver)
+            page.goto(f"{webserver}/assets/files_embeddings?view=checks")
+            execute_all = page.get_by_role("button", name="Execute all").first
+            execute_all.wait_for()
+            page.wait_for_timeout(1000)
+            execute_all.click()
+            page.screenshot(path=str(tmp_path / "execute-all.png"))
+            run_id = _wait_for_new_run(webserver, "files_ingest_job", before)
+            assert ("index_integrity", "demo", True) in _check_evaluations(
+                tmp_path / "dagster_home", run_id
+            )
+            # A check alone on one partition, as `rag check` runs it.
+            run_id = _run_check_alone_on_a_partition(webserver, "index_integrity", "demo")
+            assert _check_evaluations(tmp_path / "dagster_home", run_id) == [
+                ("index_integrity", "demo", True)
+            ]
+            # Its figures are plotted per partition.
+            page.goto(
+                f"{webserver}/assets/files_embeddings?view=checks&checkDetail=index_integrity"
+            )
+            page.get_by_text("chunks [demo]").first.wait_for()
+            page.wait_for_timeout(2000)
+            page.screenshot(path=str(tmp_path / "check-per-partition.png"))
         finally:
             browser.close()
-    names = ("asset-graph.png", "files_embeddings.png", "catalog-run.png")
+    names = (
+        "asset-graph.png",
+        "files_embeddings.png",
+        "catalog-run.png",
+        "check-per-partition.png",
+    )
+    for name in names:
+        assert (tmp_path / name).stat().st_size > 10_000
+    keep = os.environ.get("RAG_SCREENSHOT_DIR")
+    if keep:  # how docs/images/ is made
+        for name in names:
+            shutil.copy(tmp_path / name, Path(keep) / name)
+
+
+def test_the_quality_plot_and_its_check_after_two_materializations(
+    webserver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_pipeline.definitions import defs
+    from rag_pipeline.orchestration.quality import NOT_WORSE, QUALITY_ASSET, QUALITY_JOB
+
+    # The instance `rag dev` serves: the vocabulary on, then off (a drop the check names).
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        for weight in ("0.75", "0"):
+            monkeypatch.setenv("RAG_SEARCH_VOCABULARY_WEIGHT", weight)
+            job = defs().resolve_job_def(QUALITY_JOB)
+            assert job.execute_in_process(instance=instance).success
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1100})
+            page.set_default_timeout(90_000)
+            page.goto(f"{webserver}/assets/{QUALITY_ASSET}")
+            skip = page.get_by_role("button", name="Skip")  # the first-visit newsletter dialog
+            skip.wait_for()
+            skip.click()
+            # The metadata's plots: one per numeric key, a point per materialization.
+            page.get_by_text("Plots", exact=True).first.click()
+            title = page.get_by_text("ndcg@10", exact=True).first
+            title.wait_for()
+            page.get_by_text("latency_p95_ms", exact=True).first.wait_for()
+            assert page.locator("canvas").count() >= 10
+            title.scroll_into_view_if_needed()
+            page.wait_for_timeout(3000)  # let the charts settle before the picture
+            page.screenshot(path=str(tmp_path / "retrieval-quality.png"))
+            # The check failed on the drop, naming the questions that got worse.
+            page.goto(f"{webserver}/assets/{QUALITY_ASSET}?view=checks")
+            page.get_by_text(NOT_WORSE).first.wait_for()
+            page.get_by_text("nDCG@10 fell from").first.wait_for()
+            page.get_by_text("worse: demo/").first.wait_for()
+            page.screenshot(path=str(tmp_path / "retrieval-quality-check.png"))
+        finally:
+            browser.close()
+    names = ("retrieval-quality.png", "retrieval-quality-check.png")
     for name in names:
         assert (tmp_path / name).stat().st_size > 10_000
     keep = os.environ.get("RAG_SCREENSHOT_DIR")

@@ -61,6 +61,18 @@ def test_demo_ingest_search_status_clear(cli_env: dict[str, str]) -> None:
 
     output = _invoke("ingest")
     assert "files/demo: 9 new, 0 changed, 0 unchanged, 0 deleted, 0 failed documents" in output
+    # The run observed its source system, and the command recorded ingest_errors.
+    import dagster as dg
+
+    from rag_pipeline.orchestration.instance import dagster_instance
+
+    with dagster_instance(load_settings()) as instance:
+        observed = instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("folders"), asset_partitions=["demo"]),
+            limit=1,
+        ).records
+        assert len(observed) == 1
+        assert instance.get_latest_materialization_event(dg.AssetKey("ingest_errors"))
 
     output = _invoke("ingest")
     assert "0 new, 0 changed, 9 unchanged" in output
@@ -89,6 +101,12 @@ def test_demo_ingest_search_status_clear(cli_env: dict[str, str]) -> None:
     status = _invoke("status")
     assert "files" in status
     assert "9 documents" in status
+    assert ", 1 partition, " in status
+
+    # The checks alone on the partition, as a run of their own.
+    checks = _invoke("check", "--source", "files", "--partition", "demo")
+    assert "PASS  index_integrity: files/demo: " in checks
+    assert "PASS  no_failed_documents: files/demo: no document failed" in checks
     assert "all-MiniLM-L6-v2-int8 (384 dimensions)" in status
 
     assert "deleted 9 documents of files" in _invoke("clear", "--source", "files", "-y")

@@ -3,6 +3,7 @@
 import pytest
 
 from rag_pipeline.core.version_diff import (
+    MAX_DIFF_LINES,
     ChunkSnapshot,
     SectionSnapshot,
     VersionSnapshot,
@@ -66,3 +67,29 @@ def test_chunks_unchanged_reembedded_reused_and_removed() -> None:
     diff = diff_versions(old, new)
     assert (diff.chunks_unchanged, diff.chunks_reembedded, diff.chunks_reused) == (1, 1, 1)
     assert diff.chunks_removed == 1
+
+
+def test_a_small_change_in_a_long_section_is_a_positional_diff_numbered_in_the_whole() -> None:
+    lines = [f"line {n}\n" for n in range(5000)]
+    edited = [*lines[:4000], "a new line\n", *lines[4001:]]
+    old = version(1, "T", [(("T", "S"), "".join(lines))], [])
+    new = version(2, "T", [(("T", "S"), "".join(edited))], [])
+    (change,) = diff_versions(old, new).sections
+    assert "@@ -3998,7 +3998,7 @@\n" in change.diff
+    assert "-line 4000\n+a new line\n" in change.diff
+
+
+def test_a_20000_line_reordering_is_shown_by_content_with_the_reason() -> None:
+    # Issue 49, item 9: difflib on 10,000 reordered paragraphs (20,000 lines) took 31 s.
+    paragraphs = [f"paragraph {n} of the section\n\n" for n in range(10_000)]
+    moved = paragraphs[1::2] + paragraphs[::2] + ["a paragraph only the new one has\n"]
+    old = version(1, "T", [(("T", "S"), "".join(paragraphs))], [])
+    new = version(2, "T", [(("T", "S"), "".join(moved[:-2]) + moved[-1])], [])
+    (change,) = diff_versions(old, new).sections
+    assert f"more than {MAX_DIFF_LINES:,} lines differ" in change.diff
+    # One paragraph's text and blank line went, one line came; the rest only moved.
+    assert change.diff.splitlines()[3:] == [
+        "-",
+        f"-{paragraphs[-2].strip()}",
+        "+a paragraph only the new one has",
+    ]

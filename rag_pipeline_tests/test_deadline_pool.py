@@ -1,11 +1,13 @@
 """The worker pool that kills a worker when one item overruns its deadline."""
 
 import os
+import signal
 import time
 
 import pytest
 
 from rag_pipeline.core.deadline_pool import (
+    Answer,
     DeadlinePool,
     PoolClosedError,
     close_shared_pools,
@@ -119,3 +121,36 @@ def test_an_idle_pool_stops_its_children_and_a_shared_one_starts_again() -> None
     (again,) = submit_shared(1, "", _echo, ["c"]).result(60)
     assert again.value == "echo c"
     close_shared_pools()
+
+
+def _pids(answers: list[Answer[str]]) -> set[int]:
+    return {int(a.value.split("@")[1]) for a in answers if a.value}
+
+
+def test_an_idle_worker_killed_between_batches_is_replaced_and_nothing_fails() -> None:
+    # Issue 49, item 5: sending to the dead idle child raised BrokenPipeError and the pool
+    # stopped, failing the whole run.
+    with DeadlinePool(2, per_message=2) as pool:
+        first = pool.submit(_work, [f"a{n}" for n in range(20)], 10).result(timeout=60)
+        victims = _pids(first)
+        assert len(victims) == 2
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        for pid in victims:
+            _wait_gone(pid)
+        second = pool.submit(_work, [f"b{n}" for n in range(20)], 10).result(timeout=60)
+        third = pool.submit(_work, ["c"], 10).result(timeout=60)
+    assert all(a.error is None for a in [*second, *third])
+    assert [a.value.split("@")[0] for a in second if a.value] == [f"b{n}" for n in range(20)]
+    assert not _pids(second) & victims
+
+
+def _wait_gone(pid: int) -> None:
+    """Until `pid` is dead (a zombie until the pool reaps it, which it does at replacement)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            if stat.read().split(")")[-1].split()[0] in ("Z", "X"):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{pid} did not die")

@@ -56,3 +56,20 @@ def test_force_and_workers_are_run_config_shown_in_the_launchpad() -> None:
     resources = job.run_config_schema.config_type.fields["resources"].config_type.fields
     embedder = resources["embedder"].config_type.fields["config"].config_type.fields
     assert {"model", "batch_tokens", "chunk_target_tokens"} <= set(embedder)
+
+
+def test_every_sensor_and_schedule_has_a_description() -> None:
+    definitions = defs()
+    automations = [*(definitions.sensors or []), *(definitions.schedules or [])]
+    assert len(automations) >= 5
+    for automation in automations:
+        assert automation.description, automation.name
+
+
+def test_the_bundled_demo_files_are_versioned_by_content() -> None:
+    from rag_pipeline.sources.files import DEMO_PARTITION, FilesSource
+
+    source = FilesSource(max_bytes=1_000_000, folders=lambda _: None)
+    versions = [ref.version for ref in source.list_documents(DEMO_PARTITION)]  # type: ignore[union-attr]
+    assert len(versions) == 9
+    assert all(version.startswith("sha256:") for version in versions)

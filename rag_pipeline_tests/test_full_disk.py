@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psycopg
@@ -181,3 +181,27 @@ def test_a_disk_that_fills_after_the_first_ingest_says_so_then_works(
     assert chunks > before[2]
     found = disk.rag("search", "locator warehouse", "--json")
     assert found.returncode == 0, found.stderr
+
+
+def test_a_disk_that_fills_during_an_ingest_ends_with_one_line_naming_it(
+    disk: Disk, tmp_path: Path
+) -> None:
+    # Issue 49, item 10: with the server running, a disk filling during the run ended with
+    # "the vector database went away … run it again" after 100 lines of tracebacks. Only the
+    # database's disk fills here: Dagster's run storage is elsewhere.
+    disk = replace(disk, env={**disk.env, "DAGSTER_HOME": str(tmp_path / "dagster")})
+    disk.resize(_ENOUGH)
+    first = disk.rag("ingest", "--source", "files")
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "many"
+    for n in range(40):
+        write(folder, f"note-{n}.md", f"# Note {n}\n\n" + f"Words of note {n}. " * 400 + "\n")
+    filler = disk.fill()  # the server keeps running
+    message = _one_line_about_the_full_disk(disk.rag("ingest", "--path", str(folder)))
+    _log.info("what a user sees: %s", message)
+    assert "went away" not in message
+    filler.unlink()
+    disk.rag("stop")  # a server that stopped on the full disk starts again
+    again = disk.rag("ingest", "--path", str(folder))
+    assert again.returncode == 0, again.stderr
+    assert "40 new" in again.stdout or "unchanged" in again.stdout

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.store.runtime import ready_conninfo
 from rag_pipeline.store.server import (
     embedded_data_dir,
     passfile,

@@ -110,3 +110,20 @@ def test_dagster_storage_failures_are_one_line() -> None:
     wrapped = RuntimeError("step failed")
     wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device", "/h/dagster/x")
     assert "disk is full" in _one_line(error_message(wrapped))
+
+
+def test_a_server_gone_on_a_full_disk_names_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 49, item 10: the embedded server stops when a WAL write fails on a full disk; the
+    # connection error said "the vector database went away … run it again".
+    from rag_pipeline.cli import errors
+
+    (tmp_path / "pgdata").mkdir()
+    gone = psycopg.OperationalError("server closed the connection unexpectedly")
+    assert "went away" in _one_line(error_message(gone, home=str(tmp_path)))
+    full = str(tmp_path / "pgdata")
+    monkeypatch.setattr(errors, "_no_space_left", lambda path: path == full)
+    message = _one_line(error_message(gone, home=str(tmp_path)))
+    assert message.startswith("the disk is full: the embedded database cannot be written")
+    assert full in message

@@ -188,6 +188,12 @@ def test_null_help_and_blank_translations(source: ADSource, demo_url: str) -> No
     assert "None" not in english.body
     assert "Maintain Business Partners" not in english.body
     spanish = _fetch(source, "window|es_CO")["AD_Window:123"]
+    # The template words are Spanish too, the identifiers as they are.
+    assert spanish.body.startswith("Ventana **"), spanish.body[:80]
+    assert "(Mantener, AD_Window_ID 123) con las pestañas" in spanish.body
+    assert "Window **" not in spanish.body
+    assert "Maintain" not in spanish.body
+    assert english.body.startswith("Window **")
     # Blank translation, NULL base: nothing, not the string 'None'.
     assert "Mantener terceros" not in spanish.body
     assert "None" not in spanish.body

@@ -13,7 +13,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from rag_pipeline.definitions import defs
-from rag_pipeline.defs.ad_metadata.checks import ad_metadata_known_answers
+from rag_pipeline.defs.ad_metadata.checks import KNOWN_ANSWERS, judge_known_answers
 from rag_pipeline.defs.ad_metadata.resources import ADSourceResource
 from rag_pipeline.defs.ad_metadata.sensors import ad_metadata_changes_sensor
 from rag_pipeline.defs.k_entry.resources import KEntrySourceResource
@@ -68,6 +68,9 @@ def _run(source: str, key: str, instance: dg.DagsterInstance) -> dict[str, Any]:
     for stage in ("raw", "markdown", "embeddings"):
         (materialization,) = result.asset_materializations_for_node(f"{source}_{stage}")
         metadata[stage] = {name: v.value for name, v in materialization.metadata.items()}
+    metadata["checks"] = [
+        (e.check_name, e.partition, e.passed) for e in result.get_asset_check_evaluations()
+    ]
     return metadata
 
 
@@ -91,6 +94,12 @@ def test_both_jobs_on_the_demo_database_answer_the_business_partner_question(
             metadata = _run("ad_metadata", f"{entity}|en_US", instance)
             assert metadata["raw"]["documents_failed"] == 0
             windows += metadata["raw"]["documents_new"] if entity == "window" else 0
+            # Once per dictionary run, on its own partition's cases; none for a table.
+            known = [c[1] for c in metadata["checks"] if c[0] == KNOWN_ANSWERS]
+            if entity in ("window", "process"):
+                assert known == [f"{entity}|en_US"], metadata["checks"]
+            else:
+                assert known == [], known
         assert windows > 400
     searcher = Searcher(load_settings(), embedder=embedder)
     vector = searcher.search(QUESTION, top_k=10, mode="vector")
@@ -110,15 +119,22 @@ def test_both_jobs_on_the_demo_database_answer_the_business_partner_question(
     # The known-answer check passes on this index, and warns once the windows are unsearchable.
     vectordb = VectorDBResource(url=rag_env.vectordb_url, home=str(rag_env.home))
     resource = EmbedderResource.from_settings(rag_env)
-    good = ad_metadata_known_answers(vectordb=vectordb, embedder=resource)
+    good = judge_known_answers(vectordb, resource, "window|en_US")
+    assert good is not None
     assert good.passed, good.metadata
-    assert good.metadata["cases"].value >= 20  # type: ignore[union-attr]
+    assert good.metadata["cases"].value == 20  # type: ignore[union-attr]
+    assert good.metadata["partition"].value == "window|en_US"  # type: ignore[union-attr]
+    assert "misses" not in good.metadata
+    # An entity type without cases, or a language not indexed, has nothing to judge.
+    assert judge_known_answers(vectordb, resource, "tab|en_US") is None
+    assert judge_known_answers(vectordb, resource, "window|de_DE") is None
     with psycopg.connect(str(rag_env.vectordb_url)) as conn:
         conn.execute(
             "DELETE FROM rag.chunks WHERE document_id IN (SELECT id FROM rag.documents"
             " WHERE source_type = 'ad_metadata' AND source_id LIKE 'AD_Window:%')"
         )
-    bad = ad_metadata_known_answers(vectordb=vectordb, embedder=resource)
+    bad = judge_known_answers(vectordb, resource, "window|en_US")
+    assert bad is not None
     assert not bad.passed
     assert bad.severity == dg.AssetCheckSeverity.WARN
     assert "AD_Window:" in str(bad.metadata["misses"].value)  # type: ignore[union-attr]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import rag_pipeline.search.vocabulary as vocabulary_package
+import rag_pipeline.sources.idempiere.vocabulary as vocabulary_package
+from rag_pipeline.core.words import fold, function_words
 from rag_pipeline.evaluation.metrics import load_qrels, load_queries
-from rag_pipeline.search.language import fold, function_words
 
 EVAL = Path(__file__).resolve().parents[1] / "benchmarks" / "eval"
 VOCABULARY = Path(vocabulary_package.__file__).parent
@@ -36,6 +36,8 @@ BLIND_SETS = {
     "eighteenth": 24,
     "nineteenth": 24,
     "twentieth": 24,
+    # Spanish only: 40 questions answered by English wiki pages, 20 by dictionary items.
+    "twenty_first": 60,
 }
 # From the ninth on, each set was written to the rules benchmarks/eval/check_set.py checks.
 CHECKED_SETS = list(BLIND_SETS)[list(BLIND_SETS).index("ninth") :]
@@ -55,7 +57,7 @@ def test_every_query_has_a_relevant_item_and_every_label_a_query(
     assert len(ids) == len(set(ids))
     assert set(qrels) == set(ids)
     assert all(max(labels.values()) == 2 for labels in qrels.values())
-    assert {q.language for q in queries} == {"en_US", "es_CO"}
+    assert {q.language for q in queries} <= {"en_US", "es_CO"}
 
 
 @pytest.mark.parametrize(
@@ -112,7 +114,7 @@ def test_the_sets_written_to_rules_keep_them(folder: str) -> None:
 
 # Frozen as held-out (benchmarks/eval/results.py marks them so in the results files): never
 # read for tuning, and never quoted by the search vocabulary.
-HELD_OUT = ("eighteenth", "nineteenth", "twentieth")
+HELD_OUT = ("eighteenth", "nineteenth", "twentieth", "twenty_first")
 
 
 def _folded_words(text: str) -> list[str]:
@@ -142,4 +144,4 @@ def test_no_vocabulary_phrase_of_three_words_quotes_a_held_out_question(language
             ):
                 quoted.append(phrase)
     assert quoted == []
-    assert len(questions) == 180
+    assert len(questions) == 240

@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from rag_pipeline.cli import main
-from rag_pipeline.search.mcp_server import build_server
-from rag_pipeline.search.mcp_tools import KnowledgeTools
+from rag_pipeline.mcp.server import build_server
+from rag_pipeline.mcp.tools import KnowledgeTools
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import ingest, write

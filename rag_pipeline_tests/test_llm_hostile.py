@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
+from rag_pipeline.answer.llm import ChatProvider, LLMError, ProviderConfig, TextDelta
 from rag_pipeline.core.redact import FRAGMENT_CHARS, mask_secrets, url_without_credentials
 from rag_pipeline.core.terminal import HOLD_CHARS, ControlFilter, strip_controls
-from rag_pipeline.search.llm import ChatProvider, LLMError, ProviderConfig, TextDelta
 from rag_pipeline_tests.llm_servers import (
     Drip,
     EndlessLine,

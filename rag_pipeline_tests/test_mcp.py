@@ -4,6 +4,7 @@ in raw HTTP) against the ingested demo corpus."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from psycopg.types.json import Jsonb
 
-from rag_pipeline.search.mcp_tools import MAX_FILTERS, MAX_NAME_CHARS
+from rag_pipeline.mcp.tools import MAX_FILTERS, MAX_NAME_CHARS
 from rag_pipeline_tests.ask_support import demo_index
 
 TOOLS = {
@@ -177,6 +178,17 @@ async def _session(env: dict[str, str]) -> dict[str, Any]:
 def calls(server_env: dict[str, str]) -> dict[str, Any]:
     """The results of one stdio session."""
     return anyio.run(_session, server_env)
+
+
+def test_the_help_lists_the_tools_the_server_has(calls: dict[str, Any]) -> None:
+    from click.testing import CliRunner
+
+    from rag_pipeline.cli import main
+
+    help_text = " ".join(CliRunner().invoke(main, ["mcp", "--help"]).output.split())
+    listed = re.search(r"Tools: ([a-z_, ]+)\.", help_text)
+    assert listed is not None, help_text
+    assert set(listed.group(1).split(", ")) == {tool.name for tool in calls["tools"]}
 
 
 def test_list_tools_shows_the_five_tools_with_schemas(calls: dict[str, Any]) -> None:
@@ -478,6 +490,28 @@ def test_streamable_http_refuses_a_missing_or_wrong_token(http_port: int) -> Non
         anyio.run(_sdk_search, http_port, "wrong-token-0123456789abcdef")
 
 
+def test_deeply_nested_arguments_are_refused_and_the_server_serves_on(http_port: int) -> None:
+    # Issue 49, item 6: a 400 KB nested array in a tool call's arguments.
+    session = _open_session(http_port, "nested")
+    depth = 200_000
+    body = (
+        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": '
+        b'"search_knowledge", "arguments": {"query": ' + b"[" * depth + b"]" * depth + b"}}}"
+    )
+    response = httpx2.post(
+        f"http://127.0.0.1:{http_port}/mcp",
+        content=body,
+        headers=_headers(session=session),
+        timeout=60,
+    )
+    assert response.status_code < 500, response.text
+    assert "search_knowledge" not in response.text or "error" in response.text.lower()
+    assert _list_tools_status(http_port, session) == 200
+    names, result = anyio.run(_sdk_search, http_port, TOKEN)
+    assert names == TOOLS
+    assert not result.is_error
+
+
 def test_one_client_opening_sessions_in_a_loop_locks_nobody_out(http_port: int) -> None:
     legit = _open_session(http_port, "legit")
     flood = [_open_session(http_port, "flood") for _ in range(3 * _MAX_SESSIONS)]
@@ -569,7 +603,17 @@ def test_a_client_going_away_cancels_its_statement(
         assert _wait_for(lambda: _stats_statements(url) == 0, 15)
 
 
-def test_a_statement_past_the_timeout_is_a_tool_error(server_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("get_knowledge_stats", {}),
+        # Issue 49, item 12: it opened a connection of its own, without a statement timeout.
+        ("get_document_lineage", {"target": "demo/payment-allocation.json"}),
+    ],
+)
+def test_a_statement_past_the_timeout_is_a_tool_error(
+    server_env: dict[str, str], tool: str, arguments: dict[str, Any]
+) -> None:
     url = server_env["RAG_VECTORDB_URL"]
 
     async def call() -> tuple[CallToolResult, float]:
@@ -578,10 +622,10 @@ def test_a_statement_past_the_timeout_is_a_tool_error(server_env: dict[str, str]
             command=sys.executable, args=["-m", "rag_pipeline.cli", "mcp"], env=env
         )
         async with Client(params, read_timeout_seconds=120) as client:
-            assert not (await client.call_tool("get_knowledge_stats", {})).is_error
+            assert not (await client.call_tool(tool, arguments)).is_error
             with _documents_locked(url):
                 started = time.monotonic()
-                result = await client.call_tool("get_knowledge_stats", {})
+                result = await client.call_tool(tool, arguments)
                 return result, time.monotonic() - started
 
     result, seconds = anyio.run(call)

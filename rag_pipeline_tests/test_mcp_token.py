@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.search.mcp_http import TOKEN_FILE, ensure_token
+from rag_pipeline.mcp.http import TOKEN_FILE, ensure_token
 from rag_pipeline.settings import ConfigError, load_settings
 
 pytestmark = pytest.mark.unit

@@ -74,7 +74,8 @@ def test_an_unregistered_or_missing_folder_says_how_to_fix_it(
     rag_env: Settings, tmp_path: Path
 ) -> None:
     from rag_pipeline.operations.folders import folder_lookup
-    from rag_pipeline.sources.files import FilesSource, FolderError
+    from rag_pipeline.sources.files import FilesSource
+    from rag_pipeline.store.folders import FolderError
 
     folder = _docs(tmp_path)
     _rag("folders", "add", "kb", str(folder))

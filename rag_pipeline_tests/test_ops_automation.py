@@ -15,6 +15,9 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 from rag_pipeline.definitions import defs
 from rag_pipeline.orchestration.checks import FAILED_DOCUMENTS, INDEX_INTEGRITY
 from rag_pipeline.orchestration.executors import instance_yaml
+from rag_pipeline.orchestration.listing import list_partition, why_run
+from rag_pipeline.orchestration.raw_asset import RAW_FINGERPRINT
+from rag_pipeline.orchestration.reconcile import DATA_VERSION_TAG
 from rag_pipeline.orchestration.source_registry import FILES, RAW, STAGES
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
@@ -239,3 +242,67 @@ def test_files_sensor_requests_a_run_for_a_changed_folder_once(
         assert isinstance(second, dg.SensorResult)
     assert [request.partition_key for request in first.run_requests or []] == [key]
     assert not second.run_requests
+
+
+def test_every_run_observes_its_source_system_and_an_unchanged_listing_needs_no_run(
+    rag_env: Settings, database_url: str, tmp_path: Path
+) -> None:
+    definitions = defs()
+    graph = definitions.resolve_asset_graph()
+    code_versions = {stage: graph.get(FILES.asset_key(stage)).code_version for stage in STAGES}
+    source = dict(definitions.resources or {})[FILES.resource_key].build()
+    folder = _folder(tmp_path)
+    with dg.instance_for_test() as instance, psycopg.connect(database_url) as conn:
+        key = folder_partition(folder)
+        listing = list_partition(source, key)
+        assert why_run(instance, code_versions, conn, FILES, key, listing, RAW_FINGERPRINT)
+        ingest(folder, instance)
+        # The run's raw step observed the folder as it listed it, sensors or not.
+        (observed,) = instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=FILES.system_key, asset_partitions=[key]), limit=5
+        ).records
+        observation = observed.asset_observation
+        assert observation is not None
+        assert observation.tags[DATA_VERSION_TAG] == listing.data_version
+        assert observation.metadata["documents_listed"].value == 1
+        # Nothing changed: no run needed. An edit, or a stage's new code version: a run.
+        assert why_run(instance, code_versions, conn, FILES, key, listing, RAW_FINGERPRINT) is None
+        newer = {**code_versions, "markdown": "another"}
+        assert why_run(instance, newer, conn, FILES, key, listing, RAW_FINGERPRINT) == (
+            "markdown code version changed"
+        )
+        write(folder, "guide.md", "# Guide\n\nHow to open a period, now.\n")
+        edited = list_partition(source, key)
+        assert edited.data_version != listing.data_version
+        assert why_run(instance, code_versions, conn, FILES, key, edited, RAW_FINGERPRINT) == (
+            "1 documents new or changed"
+        )
+
+
+def test_checks_run_without_a_partition_judge_each_partition_as_its_own(
+    rag_env: Settings, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path)
+    key = folder_partition(folder)
+    failed_key = dg.AssetCheckKey(FILES.asset_key("embeddings"), FAILED_DOCUMENTS)
+    with dg.instance_for_test() as instance:
+        ingest(folder, instance)
+        # What the UI's "Execute all" on the index launches: the checks, no partition.
+        job = defs().resolve_job_def(FILES.ingest_job)
+        subset = job.get_subset(
+            asset_selection=set(), asset_check_selection={INTEGRITY, failed_key}
+        )
+        result = subset.execute_in_process(instance=instance)
+        assert result.success
+    evaluations = {(e.check_name, e.partition): e for e in result.get_asset_check_evaluations()}
+    assert set(evaluations) == {(INDEX_INTEGRITY, key), (FAILED_DOCUMENTS, key)}
+    assert all(e.passed for e in evaluations.values())
+    integrity = evaluations[INDEX_INTEGRITY, key]
+    chunks = integrity.metadata[f"chunks [{key}]"].value
+    assert isinstance(chunks, int)
+    assert chunks > 0
+    # A passing check shows no empty rows.
+    failed = evaluations[FAILED_DOCUMENTS, key]
+    assert failed.metadata[f"documents_failed [{key}]"].value == 0
+    assert "documents" not in failed.metadata
+    assert "first_reasons" not in failed.metadata

@@ -29,9 +29,13 @@ def test_the_registry_names_each_plugin_by_its_source_type() -> None:
 
 
 def test_a_partitioned_job_per_source_and_no_job_that_starts_runs() -> None:
+    from rag_pipeline.orchestration.quality import QUALITY_JOB
+
     definitions = defs()
     names = {job.name for job in definitions.resolve_all_job_defs()}
-    assert names == {"__ASSET_JOB", *(spec.ingest_job for spec in SOURCES)}
+    glossaries = {spec.glossary_job for spec in SOURCES if spec.glossary}
+    ingest_jobs = {spec.ingest_job for spec in SOURCES}
+    assert names == {"__ASSET_JOB", QUALITY_JOB, *ingest_jobs, *glossaries}
     for spec in SOURCES:
         job = definitions.resolve_job_def(spec.ingest_job)
         assert job.partitions_def is not None
@@ -39,6 +43,13 @@ def test_a_partitioned_job_per_source_and_no_job_that_starts_runs() -> None:
         graph = definitions.resolve_asset_graph()
         assert graph.get(spec.asset_key(RAW)).parent_keys == {spec.system_key}
         assert not graph.get(spec.system_key).is_materializable
+        if spec.glossary:
+            # The glossary reads the source system, per language, after the raw stage.
+            glossary = graph.get(spec.glossary_key)
+            assert glossary.parent_keys == {spec.system_key, spec.asset_key(RAW)}
+            assert glossary.automation_condition is not None
+            glossary_job = definitions.resolve_job_def(spec.glossary_job)
+            assert isinstance(glossary_job.partitions_def, dg.DynamicPartitionsDefinition)
 
 
 def test_downstream_stages_catch_up_and_raw_retries_with_backoff() -> None:

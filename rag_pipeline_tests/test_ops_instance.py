@@ -8,6 +8,7 @@ import pytest
 
 from rag_pipeline.orchestration.instance import MANAGED_MARKER, dagster_home, dagster_instance
 from rag_pipeline.settings import Settings
+from rag_pipeline.settings.trust import UntrustedConfigError
 
 
 @pytest.fixture
@@ -42,12 +43,13 @@ def test_postgres_in_the_embedded_server_keeps_runs_there(
     instance.delete_dynamic_partition("files_folders", "from-the-test")
 
 
-def test_a_dagster_yaml_written_by_a_person_is_never_replaced(
+def test_a_dagster_yaml_written_by_a_person_is_refused_not_replaced(
     rag_env: Settings, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home.mkdir(parents=True)
     own = "telemetry:\n  enabled: true\n"
     (home / "dagster.yaml").write_text(own)
     monkeypatch.setenv("DAGSTER_PG_URL", "postgresql://nobody@127.0.0.1:1/none")
-    dagster_home(rag_env)
+    with pytest.raises(UntrustedConfigError, match="not written by rag"):
+        dagster_home(rag_env)
     assert (home / "dagster.yaml").read_text() == own

@@ -199,12 +199,14 @@ def test_eval_scores_a_set_with_known_answers(rag: click.Group, tmp_path: Path) 
     for ident in ("q1", "q2"):
         assert per_query[ident]["ndcg@10"] == pytest.approx(1.0)
         assert per_query[ident]["mrr@10"] == pytest.approx(1.0)
-    # q3: the Spanish window first (gain 2), the other label is not in the index.
+    # q3: the Spanish window first (gain 2); the other label is not in the index: it is
+    # reported and left out of the scores, not counted as a miss.
     assert per_query["q3"]["mrr@10"] == pytest.approx(1.0)
-    assert per_query["q3"]["recall@10"] == pytest.approx(0.5)
-    assert per_query["q3"]["ndcg@10"] == pytest.approx(2 / (2 + 1 / 1.584962500721156))
+    assert per_query["q3"]["recall@10"] == pytest.approx(1.0)
+    assert per_query["q3"]["ndcg@10"] == pytest.approx(1.0)
+    assert report["unknown_documents"] == [f"{tmp_path.name}/q3: files:not/indexed.md"]
     assert report["by_language"]["en_US"]["ndcg@10"] == pytest.approx(1.0)
-    assert report["overall"]["recall@10"] == pytest.approx((1 + 1 + 0.5) / 3)
+    assert report["overall"]["recall@10"] == pytest.approx(1.0)
 
     text = CliRunner().invoke(
         rag, ["eval", "--queries", str(queries), "--qrels", str(qrels), "--mode", "keyword"]
@@ -212,6 +214,7 @@ def test_eval_scores_a_set_with_known_answers(rag: click.Group, tmp_path: Path) 
     assert text.exit_code == 0, text.output
     assert "ndcg@10" in text.output
     assert "3 labelled queries" in text.output
+    assert "1 labelled documents are not in the index" in text.output
 
 
 def test_eval_rejects_a_broken_qrels_file(rag: click.Group, tmp_path: Path) -> None:
@@ -222,6 +225,41 @@ def test_eval_rejects_a_broken_qrels_file(rag: click.Group, tmp_path: Path) -> N
     result = CliRunner().invoke(rag, ["eval", "--queries", str(queries), "--qrels", str(qrels)])
     assert result.exit_code == 1
     assert "qrels.tsv:1" in result.output
+
+
+def test_eval_reads_a_one_file_set(rag: click.Group, tmp_path: Path) -> None:
+    labelled = tmp_path / "mine.jsonl"
+    lines = [
+        {"id": "q1", "question": "M_Locator", "language": "en_US",
+         "relevant": [{"source_type": "files", "source_id": WAREHOUSE.source_id, "grade": 2}]},
+        {"id": "q2", "question": "C_BPartner_ID", "language": "en_US",
+         "relevant": [{"source_type": "files", "source_id": "partners.md"},
+                      {"source_type": "wiki", "source_id": "999", "grade": 2}]},
+        {"id": "q3", "question": "a page nobody ingested", "language": "en_US",
+         "relevant": [{"source_type": "wiki", "source_id": "998", "grade": 1}]},
+    ]  # fmt: skip
+    labelled.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
+    result = CliRunner().invoke(rag, ["eval", "--set", str(labelled), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert {q["id"]: q["ndcg@10"] for q in report["queries"]} == {"q1": 1.0, "q2": 1.0}
+    assert report["unknown_documents"] == ["mine/q2: wiki:999", "mine/q3: wiki:998"]
+    assert report["unscored"] == ["mine/q3"]
+
+
+def test_eval_names_the_file_and_line_of_a_malformed_set(rag: click.Group, tmp_path: Path) -> None:
+    labelled = tmp_path / "broken.jsonl"
+    labelled.write_text(
+        '{"id": "q1", "question": "x", "relevant": [{"source_type": "files", "source_id": "a"}]}\n'
+        '{"id": "q2", "question": "y", "relevant": [{"source_type": "files"}]}\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(rag, ["eval", "--set", str(labelled)])
+    assert result.exit_code == 1
+    [line] = result.output.strip().splitlines()
+    assert line == (
+        f'Error: {labelled}:2: each relevant document needs "source_type" and "source_id"'
+    )
 
 
 def test_rag_help_lists_search_and_eval() -> None:
@@ -257,7 +295,7 @@ def test_explain_prints_the_prepared_query_and_every_ranking_constant(rag: click
     lines = result.output.splitlines()
     assert any(line.startswith("language") and "en" in line for line in lines)
     assert any(line.startswith("vocabulary adds") and "business partner" in line for line in lines)
-    from rag_pipeline.search.ranking import Ranking
+    from rag_pipeline.settings.ranking import Ranking
 
     for name, value, _ in Ranking().describe():
         assert any(line.split()[:2] == [name, str(value)] for line in lines), name

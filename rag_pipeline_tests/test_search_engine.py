@@ -11,9 +11,9 @@ import pytest
 from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.core.words import detect_language, request_words
 from rag_pipeline.search import QueryError, Searcher, SearchHit
 from rag_pipeline.search.identifiers import query_identifiers
-from rag_pipeline.search.language import detect_language, request_words
 from rag_pipeline.search.query import MAX_QUERY_CHARS, prepare_query
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline_tests import search_fixtures

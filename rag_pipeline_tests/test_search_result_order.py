@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from rag_pipeline.cli import main
 from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.core.words import fold
 from rag_pipeline.search import Searcher, SearchHit
-from rag_pipeline.search.language import fold
-from rag_pipeline.search.ranking import Ranking
 from rag_pipeline.settings import ConfigError, load_settings, parse_entity_weights
+from rag_pipeline.settings.ranking import Ranking
 from rag_pipeline.sources.idempiere.ranking import IMPORT_WORDS, PROCESS_WORDS
 from rag_pipeline_tests.search_fixtures import indexed_database
 from rag_pipeline_tests.search_support import Doc

@@ -11,22 +11,19 @@ import pytest
 from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
+from rag_pipeline.search.plugins import source_vocabularies
 from rag_pipeline.search.vocabulary import (
     Vocabulary,
     VocabularyError,
     expansion_language,
     parse_entries,
 )
-from rag_pipeline.search.vocabulary.phrase_vectors import (
-    BUNDLED_LANGUAGES,
-    PhraseVectors,
-    bundled_file,
-    read_vectors,
-)
+from rag_pipeline.search.vocabulary.phrase_vectors import PhraseVectors, read_vectors
+from rag_pipeline.sources.idempiere.vocabulary import SOURCE_KINDS
 
 
 def _vocabulary(text: str, language: str = "en") -> Vocabulary:
-    return Vocabulary({language: parse_entries(text.splitlines(), "test.tsv")})
+    return Vocabulary({language: parse_entries(text.splitlines(), "test.tsv", SOURCE_KINDS)})
 
 
 def test_the_bundled_files_map_user_words_to_idempiere_names() -> None:
@@ -102,7 +99,7 @@ def test_a_query_made_only_of_one_entrys_phrases_is_named_by_it() -> None:
 )
 def test_a_bad_line_names_its_file_and_line(line: str, message: str) -> None:
     with pytest.raises(VocabularyError, match=message):
-        parse_entries(["# a comment", line], "test.tsv")
+        parse_entries(["# a comment", line], "test.tsv", SOURCE_KINDS)
 
 
 def test_files_of_a_folder_add_to_the_bundled_ones(tmp_path: Path) -> None:
@@ -228,14 +225,17 @@ def test_an_entry_may_name_the_language_of_its_words() -> None:
 
 
 def test_the_bundled_phrase_vectors_are_those_of_the_bundled_vocabulary(embedder: Embedder) -> None:
-    vocabulary = Vocabulary.load()
-    for language in BUNDLED_LANGUAGES:
-        phrases, vectors = read_vectors(bundled_file(language), embedder.model_id)
-        # Stale after a vocabulary edit: python -m rag_pipeline.search.vocabulary.build_vectors
-        assert set(phrases) == {phrase for phrase, _ in vocabulary.phrases(language)}, language
-        for row in range(0, len(phrases), 500):
-            expected = embedder.embed_query(phrases[row])
-            assert np.allclose(vectors[row], expected, atol=1e-3), phrases[row]
+    declared = source_vocabularies()
+    assert [files.vector_languages for files in declared] == [("en",)]
+    for files in declared:
+        vocabulary = Vocabulary.load(declared=[files])
+        for language in files.vector_languages:
+            phrases, vectors = read_vectors(files.vectors_file(language), embedder.model_id)
+            # Stale after a vocabulary edit: python -m rag_pipeline.search.vocabulary.build_vectors
+            assert set(phrases) == {phrase for phrase, _ in vocabulary.phrases(language)}, language
+            for row in range(0, len(phrases), 500):
+                expected = embedder.embed_query(phrases[row])
+                assert np.allclose(vectors[row], expected, atol=1e-3), phrases[row]
 
 
 def test_the_closest_phrase_is_found_and_missing_vectors_are_embedded_once(tmp_path: Path) -> None:

@@ -9,14 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import rag_pipeline.search.vocabulary as vocabulary_package
+import rag_pipeline.sources.idempiere.vocabulary as vocabulary_package
 from benchmarks.eval.vocabulary_sources import BUNDLED, Corpus, check, find, key_words
-from rag_pipeline.search.vocabulary import (
-    Source,
-    VocabularyError,
-    parse_entries,
-    parse_sources,
-)
+from rag_pipeline.core.vocabulary import Source, VocabularyError, parse_entries, parse_sources
+from rag_pipeline.sources.idempiere.vocabulary import SOURCE_KINDS
 
 VOCABULARY = Path(vocabulary_package.__file__).parent
 
@@ -34,7 +30,7 @@ def test_every_bundled_entry_names_a_source_that_holds_its_words(
     language: str, corpus: Corpus
 ) -> None:
     path = VOCABULARY / f"{language}.tsv"
-    entries = parse_entries(path.read_text(encoding="utf-8").splitlines(), path.name)
+    entries = parse_entries(path.read_text(encoding="utf-8").splitlines(), path.name, SOURCE_KINDS)
     unsourced = [entry.expansion for entry in entries if not entry.sources]
     assert unsourced == [], "python -m benchmarks.eval.vocabulary_sources --write"
     wrong = {
@@ -89,15 +85,15 @@ def test_the_loader_keeps_the_sources_and_rejects_a_malformed_one() -> None:
         "petty cash\tcash journal cashbook\twindow:Cash Journal; window:Cashbook",
         "bin\tlocator",
     ]
-    entries = parse_entries(lines, "test.tsv")
+    entries = parse_entries(lines, "test.tsv", SOURCE_KINDS)
     assert [entry.sources for entry in entries] == [
         (Source("window", "Business Partner"),),
         (Source("window", "Cash Journal"), Source("window", "Cashbook")),
         (),
     ]
-    assert parse_sources("wiki:HowTo: Copy or Move Tenant") == (
+    assert parse_sources("wiki:HowTo: Copy or Move Tenant", SOURCE_KINDS) == (
         Source("wiki", "HowTo: Copy or Move Tenant"),
     )
     for bad in ("Business Partner", "screen:Business Partner", "window:", "window:A; B"):
         with pytest.raises(VocabularyError, match=r"test\.tsv:1: expected sources"):
-            parse_entries([f"supplier\tbusiness partner\t{bad}"], "test.tsv")
+            parse_entries([f"supplier\tbusiness partner\t{bad}"], "test.tsv", SOURCE_KINDS)

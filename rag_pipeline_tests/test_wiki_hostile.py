@@ -5,6 +5,7 @@ carry malformed pages and a 16 MB attribute. Sizes are asserted by the error and
 read or sent, never by timing."""
 
 import re
+import time
 import tracemalloc
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -227,6 +228,55 @@ def test_a_malformed_parse_answer_fails_that_page_alone(
     documents = [d for d in fetched if isinstance(d, SourceDocument)]
     assert len(documents) == 3
     assert all(d.version.isascii() and d.version.isdigit() for d in documents)
+
+
+def test_a_deeply_nested_answer_fails_that_page_alone_without_retries(
+    server: MediaWikiServer,
+) -> None:
+    # Issue 49, item 6: json.loads raised RecursionError and the whole partition failed.
+    bad = server.wiki.by_title("Page 1")
+    assert bad is not None
+    with _client(server) as client:
+        source = _source(server, client)
+        refs, _ = _listed(source, CATEGORY)
+        server.inject(
+            "nested",
+            times=5,
+            when=lambda p: p.get("action") == "parse" and p.get("pageid") == str(bad.pageid),
+        )
+        fetched = list(source.fetch(refs))
+    failures = [f for f in fetched if isinstance(f, FailedDocument)]
+    assert [f.source_id for f in failures] == [f"{bad.pageid}@en_US"]
+    assert "toodeep" in failures[0].reason
+    assert "nested more than 100 levels deep" in failures[0].reason
+    assert server.count(action="parse", pageid=str(bad.pageid)) == 1  # the same answer again
+    assert len([d for d in fetched if isinstance(d, SourceDocument)]) == 3
+
+
+def test_a_tar_pit_page_fails_alone_within_the_fetch_budget(server: MediaWikiServer) -> None:
+    # Issue 49, item 8: at a byte a second each attempt took max_request_seconds (120 s).
+    slow = server.wiki.by_title("Page 3")
+    assert slow is not None
+    retry = RetryPolicy(attempts=5, base_delay=0)
+    client = MediaWikiClient(
+        server.api_url, retry=retry, sleep=lambda _: None, max_fetch_seconds=2.0
+    )
+    with client:
+        source = _source(server, client)
+        refs, _ = _listed(source, CATEGORY)
+        server.inject(
+            "drip",
+            times=5,
+            when=lambda p: p.get("action") == "parse" and p.get("pageid") == str(slow.pageid),
+        )
+        started = time.monotonic()
+        fetched = list(source.fetch(refs))
+        elapsed = time.monotonic() - started
+    failures = [f for f in fetched if isinstance(f, FailedDocument)]
+    assert [f.source_id for f in failures] == [f"{slow.pageid}@en_US"]
+    assert "RAG_WIKI_FETCH_SECONDS" in failures[0].reason
+    assert len([d for d in fetched if isinstance(d, SourceDocument)]) == 3
+    assert elapsed < 20  # the 2 s budget, not 5 attempts of 120 s
 
 
 def test_malformed_listing_entries_fail_their_pages_alone(server: MediaWikiServer) -> None:

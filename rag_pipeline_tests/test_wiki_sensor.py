@@ -228,3 +228,27 @@ def test_a_malformed_page_fails_alone_and_the_run_succeeds(
     assert errors == [
         (f"{bad.pageid}@en_US", "raw", "malformed parse answer: parse.revid is not a number: 'abc'")
     ]
+
+
+def test_a_deeply_nested_answer_skips_the_tick_and_the_next_one_polls(
+    harness: Harness, server: MediaWikiServer
+) -> None:
+    # Issue 49, item 6: a RecursionError from the wiki's answer broke the sensor's poll.
+    harness.tick()  # registers the partitions and starts the cursor
+    cursor = harness.cursor
+    server.inject("nested", when=lambda p: p.get("list") == "recentchanges")
+    context = dg.build_sensor_context(
+        instance=harness.instance,
+        cursor=cursor,
+        resources={
+            "wiki_source": WikiSourceResource.from_settings(load_settings()),
+            "vectordb": VectorDBResource(),
+        },
+    )
+    result = wiki_changes_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    assert result.skip_reason is not None
+    assert "nested more than 100 levels deep" in str(result.skip_reason)
+    assert result.cursor is None  # the same cursor is tried again next tick
+    server.wiki.tick()
+    assert harness.tick() == []

@@ -74,9 +74,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from rag_pipeline.evaluation.metrics import evaluate, load_qrels, load_queries
-    from rag_pipeline.operations.runtime import load_embedder
     from rag_pipeline.search.engine import Searcher
     from rag_pipeline.settings import load_settings
+    from rag_pipeline.store.runtime import load_embedder
     from rag_pipeline.store.server import resolve_conninfo
 
     settings = load_settings(home=args.home)

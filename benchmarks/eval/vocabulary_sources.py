@@ -38,19 +38,20 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from rag_pipeline.search.language import function_words
-from rag_pipeline.search.vocabulary import (
-    SOURCE_KINDS,
+from rag_pipeline.core.vocabulary import (
     SOURCE_SEPARATOR,
     Source,
+    entry_words,
     expansion_language,
     parse_entries,
     parse_sources,
+    singular_forms,
 )
-from rag_pipeline.search.vocabulary.entries import entry_words, singular_forms
+from rag_pipeline.core.words import function_words
+from rag_pipeline.sources.idempiere.vocabulary import SOURCE_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
-VOCABULARY = REPO / "rag_pipeline" / "search" / "vocabulary"
+VOCABULARY = REPO / "rag_pipeline" / "sources" / "idempiere" / "vocabulary"
 DEFAULT_FIXTURES = REPO.parent / "shared" / "fixtures"
 BUNDLED = ("en", "es")
 
@@ -368,7 +369,7 @@ def source_lines(path: Path, language: str, corpus: Corpus) -> tuple[list[str], 
             continue
         fields = text.split("\t")
         users, expansion = fields[0], " ".join(fields[1].split())
-        kept = parse_sources(fields[2]) if len(fields) > 2 else ()
+        kept = parse_sources(fields[2], SOURCE_KINDS) if len(fields) > 2 else ()
         if kept and check(kept, expansion, language, corpus) is None:
             sources = kept
         else:
@@ -393,7 +394,7 @@ def main() -> None:
     for language in BUNDLED:
         path = VOCABULARY / f"{language}.tsv"
         lines, missing = source_lines(path, language, corpus)
-        entries = parse_entries(lines, path.name)
+        entries = parse_entries(lines, path.name, SOURCE_KINDS)
         kinds = Counter(source.kind for entry in entries for source in entry.sources)
         sizes = Counter(len(entry.sources) for entry in entries if entry.sources)
         print(

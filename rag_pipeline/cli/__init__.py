@@ -5,7 +5,7 @@ One module per command group, each with a `register(main)`; what they share is i
 
 import click
 
-from rag_pipeline.cli import ask, database, folders, ingest, ops, search, show
+from rag_pipeline.cli import ask, checks, database, folders, ingest, ops, search, show
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,5 +14,5 @@ def main() -> None:
     """rag_pipeline: a fresh hybrid search index of iDempiere knowledge in PostgreSQL."""
 
 
-for _group in (database, ingest, folders, show, search, ask, ops):
+for _group in (database, ingest, checks, folders, show, search, ask, ops):
     _group.register(main)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rag_pipeline.cli.common import cli_settings
+from rag_pipeline.core.terminal import strip_controls
 from rag_pipeline.settings import ConfigError
 
 if TYPE_CHECKING:
-    from rag_pipeline.search.ask import Answer, Answerer
-    from rag_pipeline.search.context import AnswerContext
+    from rag_pipeline.answer.ask import Answer, Answerer
+    from rag_pipeline.answer.context import AnswerContext
 
 
 @contextmanager
@@ -21,9 +22,9 @@ def _errors_as_messages() -> Iterator[None]:
     """Known failures (configuration, model, database, LLM) print one line, not a traceback."""
     from psycopg import OperationalError
 
+    from rag_pipeline.answer.llm import LLMError
     from rag_pipeline.cli.errors import error_message
     from rag_pipeline.core.embedding import EmbeddingModelError
-    from rag_pipeline.search.llm import LLMError
     from rag_pipeline.store.migrations import ModelMismatchError
     from rag_pipeline.store.server import EmbeddedServerError
 
@@ -72,14 +73,18 @@ def ask(
 
     With no LLM configured, prints the context it would send and how to configure one.
     """
-    from rag_pipeline.operations.runtime import load_embedder
-    from rag_pipeline.search.ask import Answerer, prepare
-    from rag_pipeline.search.engine import Searcher
-    from rag_pipeline.search.llm import ChatProvider, configuration_hint, resolve_provider
+    from rag_pipeline.answer.ask import Answerer, prepare
+    from rag_pipeline.answer.llm import ChatProvider, configuration_hint, resolve_provider
+    from rag_pipeline.cli.endpoint import endpoint_notice
+    from rag_pipeline.search import Searcher
+    from rag_pipeline.store.runtime import load_embedder
 
     settings = cli_settings()
     with _errors_as_messages():
         config = resolve_provider(settings, provider=provider, model=model)
+        endpoint = endpoint_notice(config) if config else None
+        if endpoint:
+            _notice(endpoint)
         # Fail on a bad provider setting before the costlier retrieval.
         chat = ChatProvider(config, on_retry=_notice) if config else None
         try:
@@ -174,15 +179,16 @@ def _print_sources(answer: "Answer") -> None:
         where = c.title
         if c.section_title and c.section_title != c.title:
             where = f"{c.title} › {c.section_title}"
-        click.echo(f"[{c.n}] {where}")
-        click.echo(f"    {c.url or f'{c.source_type}:{c.source_id}'}")
+        # Titles and addresses come from indexed documents: printed like the answer, safely.
+        click.echo(strip_controls(f"[{c.n}] {where}"))
+        click.echo(strip_controls(f"    {c.url or f'{c.source_type}:{c.source_id}'}"))
 
 
 def _answer(
     answerer: "Answerer", question: str, context: "AnswerContext", *, stream: bool
 ) -> "Answer":
     """The complete answer; with `stream`, its text goes to the terminal as it arrives."""
-    from rag_pipeline.search.ask import Answer
+    from rag_pipeline.answer.ask import Answer
 
     if not stream:
         return answerer.answer(question, context)
@@ -228,10 +234,11 @@ def _print_json(value: dict[str, Any]) -> None:
 def mcp(http_port: int | None, show_token: bool) -> None:
     """Run the MCP server exposing the knowledge tools to AI agents (stdio by default).
 
-    Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs.
+    Tools: search_knowledge, get_knowledge_stats, find_ad_entity, lookup_development_docs,
+    get_document_lineage.
     """
-    from rag_pipeline.search.mcp_http import ensure_token
-    from rag_pipeline.search.mcp_server import serve
+    from rag_pipeline.mcp.http import ensure_token
+    from rag_pipeline.mcp.server import serve
 
     settings = cli_settings()
     if show_token:

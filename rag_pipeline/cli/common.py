@@ -29,7 +29,7 @@ def errors_as_messages() -> Iterator[None]:
     previews, model links and dumps are readable by their owner only.
     """
     from rag_pipeline.cli.errors import error_message
-    from rag_pipeline.sources.files import FolderError
+    from rag_pipeline.store.folders import FolderError
 
     previous_umask = os.umask(0o077)
     try:

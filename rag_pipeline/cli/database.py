@@ -20,9 +20,9 @@ def register(main: click.Group) -> None:
 @click.command()
 def init() -> None:
     """Create or upgrade the vector database schema and check the embedding model."""
-    from rag_pipeline.operations.runtime import load_embedder, ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.migrations import ensure_model, schema_version
+    from rag_pipeline.store.runtime import load_embedder, ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages():
@@ -55,8 +55,8 @@ def backup(path: Path, fmt: str, no_verify: bool) -> None:
     The proof restores the dump into a scratch database on the same server, compares the row
     counts of every table and runs the same search on both.
     """
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store import backup as backups
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages():
@@ -77,8 +77,8 @@ def restore(path: Path, yes: bool) -> None:
     version, every constraint and index, row counts, a search); only then are the two
     databases swapped. A damaged dump, or a restore killed half-way, leaves the data as it was.
     """
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store import backup as backups
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     if not yes:

@@ -8,6 +8,7 @@ import errno
 import os
 
 from rag_pipeline.settings import ConfigError
+from rag_pipeline.settings.trust import UntrustedConfigError
 
 # The embedded server's pgserver-era lock: a stale one owned by another user broke every start.
 _PGSERVER_LOCK = ".lockfile"
@@ -29,7 +30,14 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
     from rag_pipeline.store.migrations import ModelMismatchError
     from rag_pipeline.store.server import EmbeddedServerError
 
-    known = (ConfigError, EmbeddingModelError, ModelMismatchError, BackupError, EmbeddedServerError)
+    known = (
+        ConfigError,
+        UntrustedConfigError,
+        EmbeddingModelError,
+        ModelMismatchError,
+        BackupError,
+        EmbeddedServerError,
+    )
     if isinstance(exc, known):
         detail = _one_line(str(exc))
         if _NO_SPACE in detail.lower():  # initdb, pg_ctl or pg_dump on a full disk
@@ -41,6 +49,11 @@ def error_message(exc: BaseException, *, home: str = "RAG_HOME") -> str | None:
             f"({home}/pgdata for the embedded one) and run the command again"
         )
     if isinstance(exc, psycopg.OperationalError):
+        full = full_disk(home)
+        if full is not None:
+            # The embedded server stops when its disk fills (a WAL write fails): the
+            # connection goes away, and the full disk is the reason (issue 49).
+            return full
         return _database_message(exc)
     if isinstance(exc, OSError):
         return _os_message(exc, home)
@@ -116,6 +129,26 @@ def _os_message(exc: OSError, home: str) -> str:
             "owner to"
         )
     return f"{reason}{where}"
+
+
+def full_disk(home: str) -> str | None:
+    """The message naming a full disk under the embedded database of `home` (RAG_HOME) or
+    DAGSTER_HOME, or None when both have room (or `home` is not a folder path)."""
+    places = []
+    if os.path.isabs(home) and os.path.isdir(os.path.join(home, "pgdata")):
+        places.append((os.path.join(home, "pgdata"), "the embedded database"))
+    storage = os.environ.get("DAGSTER_HOME") or (
+        os.path.join(home, "dagster") if os.path.isabs(home) else ""
+    )
+    if storage:
+        places.append((storage, "Dagster's run storage (DAGSTER_HOME)"))
+    for path, what in places:
+        if _no_space_left(path):
+            return (
+                f"the disk is full: {what} cannot be written ({path}); free space on it and "
+                "run the command again"
+            )
+    return None
 
 
 def _no_space_left(path: str) -> bool:

@@ -76,10 +76,10 @@ def folders_list() -> None:
 @click.argument("names", nargs=-1, required=True)
 def folders_remove(names: tuple[str, ...]) -> None:
     """Unregister folders by name (their documents stay indexed until `rag clear`)."""
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.orchestration.instance import dagster_instance
     from rag_pipeline.store import folders as named_folders
     from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages():
@@ -96,7 +96,7 @@ def _forget_path_partitions(instance: Any) -> None:
     its path) with the name the folder is registered under, as the files sensor does; a path
     whose folder is gone is dropped."""
     from rag_pipeline.operations.folders import names_of_path_partitions
-    from rag_pipeline.sources.files import FolderError
+    from rag_pipeline.store.folders import FolderError
 
     settings = cli_settings()
     for key in instance.get_dynamic_partitions(_FOLDERS_PARTITIONS):

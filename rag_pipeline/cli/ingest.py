@@ -6,17 +6,25 @@ Each run is executed by Dagster's `execute_job` from the code location's module,
 `dagster job execute`: with the code location's executor (in process by default, so the
 progress bar follows its steps; `RAG_EXECUTOR=celery` sends them to the workers) and its run
 tags. `--source all` is the CI recipe: every partition of every source (the configured ones and
-every one ingested before), and exit status 1 if any run failed.
+every one ingested before), and exit status 1 if any run failed. Without `--force` it first
+reads each partition's cheap listing and runs only the partitions where something changed;
+each other one gets an observation of its source system (the listing's data version and
+counts) and no run. Then the `ingest_errors` report is recorded with the failures as the
+runs left them.
 """
 
+import signal
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
 from rag_pipeline.cli.common import cli_settings, errors_as_messages, location
+from rag_pipeline.cli.run_guard import Terminated, fail_abandoned_runs, sigterm_raises
 from rag_pipeline.cli.run_progress import RunSummary, execute_with_progress, short
 from rag_pipeline.orchestration.source_registry import SOURCE_NAMES, SourceSpec, source_spec
 from rag_pipeline.settings import Settings
@@ -74,12 +82,20 @@ def ingest(
         raise click.UsageError("--xml is for the wiki source")
     any_failed = False
     failed_runs: list[str] = []
-    with errors_as_messages():
+    with errors_as_messages(), _stopped_by_signal():
         from rag_pipeline.definitions import defs
         from rag_pipeline.orchestration.instance import dagster_instance
 
         definitions = defs()
         instance = dagster_instance(settings)
+        abandoned = fail_abandoned_runs(instance)
+        if abandoned:
+            click.secho(
+                f"marked failed {len(abandoned)} run(s) a killed `rag ingest` left running: "
+                + ", ".join(abandoned),
+                fg="yellow",
+                err=True,
+            )
         for spec in _chosen(source):
             overrides = _resource_overrides(spec.name, xml_file)
             wanted = _partition_keys(definitions, spec, paths, overrides)
@@ -87,25 +103,115 @@ def ingest(
                 from rag_pipeline.orchestration.reconcile import reconcile_partitions
 
                 wanted = reconcile_partitions(spec, wanted, instance)
+                if not force:
+                    wanted = _changed_partitions(settings, definitions, instance, spec, wanted)
             for key in wanted:
                 summary = _run_job(settings, definitions, instance, spec, key, force, overrides)
                 _print_summary(summary)
                 any_failed = any_failed or bool(summary.failures)
                 if not summary.success:
-                    failed_runs.append(f"{spec.name}/{short(key)}")
+                    failed_runs.append(f"{spec.name}/{short(key)} ({summary.error or 'no cause'})")
                     click.secho(f"the run for {spec.name}/{key} failed: {summary.error}", err=True)
+            # Unchanged partitions launch no run; a glossary never built is built all the same.
+            if spec.glossary and (wanted or _no_glossary(settings)):
+                failed_runs += _run_glossary(settings, definitions, instance, spec)
+        _record_ingest_errors(settings, instance)
     if failed_runs:
-        raise click.ClickException(
-            f"{len(failed_runs)} runs failed: {', '.join(failed_runs)} (see the Dagster UI)"
-        )
+        from rag_pipeline.cli.errors import full_disk
+
+        runs = "1 run" if len(failed_runs) == 1 else f"{len(failed_runs)} runs"
+        # A full disk fails a run in many ways (the server stops, a file cannot grow): say it.
+        full = full_disk(str(settings.home))
+        if full is not None:
+            raise click.ClickException(f"{runs} failed: {full}")
+        raise click.ClickException(f"{runs} failed: {'; '.join(failed_runs)}")
     if strict and any_failed:
         sys.exit(1)
+
+
+@contextmanager
+def _stopped_by_signal() -> Iterator[None]:
+    """SIGTERM and SIGINT end the command with one line (the run is marked canceled)."""
+    try:
+        with sigterm_raises():
+            yield
+    except Terminated:
+        click.echo("Error: stopped by SIGTERM; the run in progress is marked canceled", err=True)
+        raise SystemExit(128 + signal.SIGTERM) from None
+    except KeyboardInterrupt:
+        click.echo("Error: stopped by Ctrl-C; the run in progress is marked canceled", err=True)
+        raise SystemExit(128 + signal.SIGINT) from None
 
 
 def _chosen(source: str) -> tuple[SourceSpec, ...]:
     from rag_pipeline.orchestration.source_registry import SOURCES as SPECS
 
     return SPECS if source == _ALL else (source_spec(source),)
+
+
+def _changed_partitions(
+    settings: Settings, definitions: Any, instance: Any, spec: SourceSpec, keys: list[str]
+) -> list[str]:
+    """The partitions whose run would change something; the others are observed and said."""
+    from rag_pipeline.orchestration.listing import (
+        failing_partitions,
+        list_partition,
+        listing_observation,
+        why_run,
+    )
+    from rag_pipeline.orchestration.raw_asset import RAW_FINGERPRINT
+    from rag_pipeline.orchestration.reconcile import register
+    from rag_pipeline.orchestration.source_registry import STAGES
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    graph = definitions.resolve_asset_graph()
+    code_versions = {stage: graph.get(spec.asset_key(stage)).code_version for stage in STAGES}
+    partitions_def = definitions.resolve_job_def(spec.ingest_job).partitions_def
+    try:
+        source = _source_resource(definitions, spec, {}).build()
+    except Exception:  # each run reports it, as before
+        return keys
+    changed: list[str] = []
+    try:
+        with connect(ready_conninfo(settings)) as conn:
+            failing = failing_partitions(conn, spec)
+            for key in keys:
+                try:
+                    listing = list_partition(source, key)
+                except Exception:  # the partition's run retries and reports it, as before
+                    changed.append(key)
+                    continue
+                reason = why_run(
+                    instance, code_versions, conn, spec, key, listing, RAW_FINGERPRINT, failing
+                )
+                if reason is not None:
+                    changed.append(key)
+                    continue
+                register(partitions_def, [key], instance)
+                instance.report_runless_asset_event(
+                    listing_observation(spec, key, listing, skipped=True)
+                )
+                click.echo(
+                    f"{spec.name}/{short(key)}: unchanged ({len(listing.versions)} documents "
+                    "listed), no run"
+                )
+    finally:
+        source.close()
+    return changed
+
+
+def _record_ingest_errors(settings: Settings, instance: Any) -> None:
+    """The `ingest_errors` report, as the runs left the store."""
+    import dagster as dg
+
+    from rag_pipeline.defs.errors import INGEST_ERRORS, ingest_errors_metadata
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    with connect(ready_conninfo(settings)) as conn:
+        metadata = ingest_errors_metadata(conn)
+    instance.report_runless_asset_event(dg.AssetMaterialization(INGEST_ERRORS, metadata=metadata))
 
 
 def _resource_overrides(source: str, xml_file: Path | None) -> dict[str, Any]:
@@ -152,12 +258,20 @@ def _run_config(
     job: Any, force: bool, spec: SourceSpec, overrides: dict[str, Any]
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
-        # The progress bar and summary say what matters; the event log is in the UI.
-        "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+        # The progress bar and summary say what matters, a failed run its cause in one line;
+        # the tracebacks stay in the run's event log (the UI), not on the terminal.
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }
     if force:
-        # Every step: the stages read it (IngestConfig), the checks take any config.
-        config["ops"] = {node.name: {"config": {"force": True}} for node in job.graph.nodes}
+        # Every stage reads it (IngestConfig); the checks take no config.
+        from rag_pipeline.orchestration.source_registry import STAGES
+
+        stages = {spec.asset_name(stage) for stage in STAGES}
+        config["ops"] = {
+            node.name: {"config": {"force": True}}
+            for node in job.graph.nodes
+            if node.name in stages
+        }
     if overrides:
         config["resources"] = {spec.resource_key: {"config": overrides}}
     return config
@@ -172,10 +286,10 @@ def _run_job(
     force: bool,
     overrides: dict[str, Any],
 ) -> RunSummary:
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.orchestration.reconcile import register
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.locks import advisory_lock
+    from rag_pipeline.store.runtime import ready_conninfo
 
     source = spec.name
     job = definitions.resolve_job_def(spec.ingest_job)
@@ -212,6 +326,47 @@ def _run_job(
     return summary
 
 
+def _no_glossary(settings: Settings) -> bool:
+    """Whether no language's glossary was built yet (an index from before the glossary)."""
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.glossary import glossary_states
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    with connect(ready_conninfo(settings)) as conn:
+        return not glossary_states(conn)
+
+
+def _run_glossary(
+    settings: Settings, definitions: Any, instance: Any, spec: SourceSpec
+) -> list[str]:
+    """Build the source's glossary for each of its languages, after its dictionary; the runs
+    that failed."""
+    from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.glossary import glossary_states
+    from rag_pipeline.store.runtime import ready_conninfo
+
+    job = definitions.resolve_job_def(spec.glossary_job)
+    failed: list[str] = []
+    for language in job.partitions_def.get_partition_keys(dynamic_partitions_store=instance):
+        summary = RunSummary(f"{spec.name} glossary", language, success=False)
+        config = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+        execute_with_progress(
+            instance, spec.glossary_job, str(uuid.uuid4()), language, config, summary
+        )
+        if not summary.success:
+            failed.append(f"{spec.name} glossary/{language}")
+            click.secho(f"the glossary run for {language} failed: {summary.error}", err=True)
+            continue
+        with connect(ready_conninfo(settings)) as conn:
+            state = {s.language: s for s in glossary_states(conn)}.get(language)
+        if state is not None:
+            click.echo(
+                f"{spec.name} glossary/{language}: {state.names} name pairs, {state.words} word "
+                f"pairs; {summary.seconds:.1f} s"
+            )
+    return failed
+
+
 def _print_summary(summary: RunSummary) -> None:
     stats = summary.stats
     failed = len({f[1] for f in summary.failures})
@@ -232,7 +387,6 @@ def status() -> None:
     """The index per source and language, each source's freshness, last runs and failures."""
     from datetime import UTC, datetime
 
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.migrations import schema_version, stored_model
     from rag_pipeline.store.reports import (
@@ -242,6 +396,7 @@ def status() -> None:
         last_runs,
         source_freshness,
     )
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages(), connect(ready_conninfo(settings)) as conn:
@@ -271,7 +426,7 @@ def status() -> None:
             else "never synced"
         )
         click.echo(
-            f"source:   {item.source_type:<12} {synced}, {item.partitions} partitions, "
+            f"source:   {item.source_type:<12} {synced}, {_count(item.partitions, 'partition')}, "
             f"{item.failed_documents} failed, {item.documents_behind} behind"
         )
     for run in runs:
@@ -286,6 +441,11 @@ def status() -> None:
             f"  {failure.source_type}/{short(failure.partition_key)}: {failure.source_id} "
             f"({failure.stage}): {failure.reason[:200]}"
         )
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 partition`, `3 partitions`."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _megabytes(size: int) -> str:
@@ -303,9 +463,9 @@ def _age(delta: Any) -> str:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 def clear(source: str, yes: bool) -> None:
     """Delete every document, chunk and stage row of a source."""
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store.connection import connect
     from rag_pipeline.store.reports import clear_source
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     if not yes:

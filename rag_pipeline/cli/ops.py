@@ -73,8 +73,8 @@ def dev(dagster_args: tuple[str, ...]) -> None:
     stopped until you start them (RAG_AUTOMATION=true starts the nightly schedules and the
     automation sensor).
     """
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.orchestration.instance import dagster_home
+    from rag_pipeline.store.runtime import ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages():

@@ -14,11 +14,15 @@ from typing import Any
 
 import click
 
+from rag_pipeline.cli.run_guard import OWNER_TAG, Terminated, cancel_run, owner
+
 # The code location `dagster job execute -m` loads, whose jobs `rag ingest` runs.
-_CODE_LOCATION_MODULE = "rag_pipeline.definitions"
-_CODE_LOCATION_ATTRIBUTE = "defs"
+CODE_LOCATION_MODULE = "rag_pipeline.definitions"
+CODE_LOCATION_ATTRIBUTE = "defs"
 # Tags the run so the command finds it while it runs (`execute_job` makes its own run id).
 _INVOCATION_TAG = "rag/ingest"
+# A failed run's cause as printed: one line.
+_CAUSE_CHARS = 400
 
 
 @dataclass
@@ -33,6 +37,23 @@ class RunSummary:
     run_id: str = ""
     stats: dict[str, Any] = field(default_factory=lambda: {})
     failures: list[tuple[str, str, str, str]] = field(default_factory=lambda: [])
+
+
+def failure_cause(event: Any) -> str:
+    """A failed step's cause in one line: the innermost error Dagster wrapped, not its
+    "Execution of step … failed." (issue 49: wiki runs named no cause)."""
+    data = event.step_failure_data
+    error = data.error if data is not None else None
+    if error is None:
+        return " ".join((event.message or "").split())
+    while error.cause is not None:
+        error = error.cause
+    # Dagster writes "package.module.Class: message"; the class's own name is enough.
+    cause = " ".join(error.message.split())
+    _, found, message = cause.partition(f"{error.cls_name}: ")
+    cause = f"{error.cls_name}: {message}" if found else cause
+    step = event.step_key or "a step"
+    return f"{step}: {cause}"[:_CAUSE_CHARS]
 
 
 def execute_with_progress(
@@ -50,7 +71,7 @@ def execute_with_progress(
     # What `dagster job execute -m rag_pipeline.definitions` runs: the job reconstructable
     # from the module, so an out-of-process executor (multiprocess, Celery) can load it too.
     job = ReconstructableRepository.for_module(
-        _CODE_LOCATION_MODULE, _CODE_LOCATION_ATTRIBUTE
+        CODE_LOCATION_MODULE, CODE_LOCATION_ATTRIBUTE
     ).get_reconstructable_job(job_name)
 
     def execute() -> None:
@@ -59,21 +80,33 @@ def execute_with_progress(
                 job,
                 instance=instance,
                 run_config=run_config,
-                tags={"dagster/partition": partition_key, _INVOCATION_TAG: invocation},
+                tags={
+                    "dagster/partition": partition_key,
+                    _INVOCATION_TAG: invocation,
+                    OWNER_TAG: owner(),
+                },
                 raise_on_error=False,
             ) as result:
                 summary.run_id = result.run_id
                 summary.success = result.success
                 failure = next((e for e in result.all_events if e.is_step_failure), None)
-                summary.error = (failure.message or "") if failure else ""
+                summary.error = failure_cause(failure) if failure else ""
         except Exception as exc:  # surfaced by the caller, after the progress bar closes
             summary.error = f"{type(exc).__name__}: {exc}"
 
     worker = threading.Thread(target=execute, daemon=True)
     started = time.perf_counter()
-    with _terminable_children():
-        worker.start()
-        _show_progress(worker, instance, invocation, summary)
+    try:
+        with _terminable_children():
+            worker.start()
+            _show_progress(worker, instance, invocation, summary)
+    except (KeyboardInterrupt, Terminated) as exc:
+        # The run's thread dies with this process: the run storage is told (issue 49).
+        reason = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={_INVOCATION_TAG: invocation}))
+        for run in runs[:1]:
+            cancel_run(instance, run.run_id, f"`rag ingest` was stopped by {reason}")
+        raise
     summary.seconds = time.perf_counter() - started
 
 

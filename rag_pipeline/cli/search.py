@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from rag_pipeline.search.engine import Searcher, SearchHit
-    from rag_pipeline.search.query import Query
-    from rag_pipeline.search.understanding import PreparedQuery
+    from rag_pipeline.evaluation.metrics import EvalReport
+    from rag_pipeline.search import PreparedQuery, Query, Searcher, SearchHit
 
 _MODES = ("hybrid", "vector", "keyword")
 
@@ -54,7 +53,7 @@ def _one_line_errors() -> Iterator[None]:
 
 
 def _searcher() -> "Searcher":
-    from rag_pipeline.search.engine import Searcher
+    from rag_pipeline.search import Searcher
     from rag_pipeline.settings import load_settings
 
     return Searcher(load_settings())
@@ -273,37 +272,70 @@ def _print_understanding(searcher: "Searcher", prepared: "PreparedQuery") -> Non
 
 @click.command("eval")
 @click.option(
+    "--set",
+    "set_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='A labelled set, JSONL: {"id", "question", "language", "relevant": [{"source_type", '
+    '"source_id", "grade"}]} per line (repeatable).',
+)
+@click.option(
     "--queries",
     "queries_file",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help='JSONL: {"id", "text"} per line (optional "language" groups the report).',
+    help='Or the older pair: JSONL with {"id", "text"} per line (optional "language")...',
 )
 @click.option(
     "--qrels",
     "qrels_file",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TSV: query_id, source_type, source_id, grade.",
+    help="...and TSV: query_id, source_type, source_id, grade.",
 )
 @click.option("--mode", type=click.Choice(_MODES), help="[default: RAG_SEARCH_MODE]")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def evaluate_command(queries_file: Path, qrels_file: Path, mode: str | None, as_json: bool) -> None:
-    """Score search on a labelled set: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1."""
-    from rag_pipeline.evaluation.metrics import METRICS, evaluate, load_qrels, load_queries
+def evaluate_command(
+    set_files: tuple[Path, ...],
+    queries_file: Path | None,
+    qrels_file: Path | None,
+    mode: str | None,
+    as_json: bool,
+) -> None:
+    """Score search on labelled sets: nDCG@10, Recall@5, Recall@10, MRR@10, hit@1.
 
+    Labelled documents the index does not hold are left out of the scores and listed."""
+    from rag_pipeline.evaluation.labelled_sets import load_pair, load_set
+    from rag_pipeline.evaluation.scoring import score_sets
+
+    if (queries_file is None) != (qrels_file is None):
+        raise click.UsageError("--queries and --qrels go together")
+    if not set_files and queries_file is None:
+        raise click.UsageError("give --set FILE, or --queries FILE --qrels FILE")
     with _one_line_errors():
-        queries = load_queries(queries_file)
-        qrels = load_qrels(qrels_file)
-        searcher = _searcher()
-        report = evaluate(
-            lambda text: searcher.search(text, top_k=10, mode=mode),  # type: ignore[arg-type]
-            queries,
-            qrels,
-        )
+        sets = [load_set(path) for path in set_files]
+        if queries_file is not None and qrels_file is not None:
+            sets.append(load_pair(queries_file, qrels_file))
+        quality = score_sets(_searcher(), sets, mode=mode)  # type: ignore[arg-type]
+    report = quality.as_eval_report()
     if as_json:
-        click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        body = report.to_dict() | {
+            "unknown_documents": [str(u) for u in quality.unknown],
+            "unscored": quality.unscored,
+        }
+        click.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
+    _print_report(report)
+    click.echo(f"{len(report.queries)} labelled queries")
+    if quality.unknown:
+        click.echo(f"{len(quality.unknown)} labelled documents are not in the index (not scored):")
+        for unknown in quality.unknown:
+            click.echo(f"  {unknown}")
+    if quality.unscored:
+        click.echo(f"not scored (no labelled document in the index): {', '.join(quality.unscored)}")
+
+
+def _print_report(report: "EvalReport") -> None:
+    from rag_pipeline.evaluation.metrics import METRICS
+
     header = f"{'query':<14}{'lang':<7}" + "".join(f"{m:>11}" for m in METRICS)
     click.echo(header)
     for result in report.queries:
@@ -315,4 +347,3 @@ def evaluate_command(queries_file: Path, qrels_file: Path, mode: str | None, as_
     for language, values in report.by_language.items():
         click.echo(f"{'mean':<14}{language:<7}" + "".join(f"{values[m]:>11.3f}" for m in METRICS))
     click.echo(f"{'mean':<14}{'all':<7}" + "".join(f"{report.overall[m]:>11.3f}" for m in METRICS))
-    click.echo(f"{len(report.queries)} labelled queries")

@@ -47,9 +47,9 @@ def show(
     --diff, the sections added, removed and changed since an earlier version and which chunks
     were re-embedded. RAG_DAGSTER_UI_URL adds each run's page in the Dagster UI.
     """
-    from rag_pipeline.operations.runtime import ready_conninfo
     from rag_pipeline.store import lineage
     from rag_pipeline.store.connection import connect
+    from rag_pipeline.store.runtime import ready_conninfo
 
     if not target:
         raise click.UsageError("give a TARGET (a document, chunk or source id, or a query)")

@@ -9,10 +9,12 @@ two pipes, and the pool sat idle while the stage loaded and stored its batches.
 Decision: one hop. Each worker is a spawned child that the parent itself kills when an item
 overruns: the parent sends a batch, the child answers item by item, and every answer starts
 the next item's clock. A killed or dead child fails only the item it was working on; the
-rest of its batch goes to a fresh child. A thread of the pool's own sends, receives and kills
-(`connection.wait` over every child), so the caller submits batches and goes on loading and
-storing while the children compute. Children are the same kind as `workers.DeadlineRunner`'s:
-spawned, and gone when the process that made them dies (see `core/workers.py`).
+rest of its batch goes to a fresh child. A child that died while idle (the OOM killer) is
+found when work is sent to it, and replaced: nothing fails (issue 49). A thread of the pool's
+own sends, receives and kills (`connection.wait` over every child), so the caller submits
+batches and goes on loading and storing while the children compute. Children are the same
+kind as `workers.DeadlineRunner`'s: spawned, and gone when the process that made them dies
+(see `core/workers.py`).
 
 Starting the children is most of what a 1,000-document stage costs, so consecutive stages
 share them: `shared_pool` keeps one pool per worker count and module for the process, until
@@ -205,22 +207,37 @@ class DeadlinePool:
             raise ChildProcessError("a worker process did not start") from None
 
     def _feed(self, children: list[_Child]) -> None:
-        for child in children:
-            if child.work:
-                continue
-            with self._lock:
-                if not self._queue:
+        for index in range(len(children)):
+            while not children[index].work:
+                work = self._take()
+                if not work:
                     return
-                # One message holds items of one batch (one function, one deadline).
-                first = self._queue[0][0]
-                work: list[tuple[_Batch[object, object], int]] = []
-                while self._queue and len(work) < self._per_message:
-                    if self._queue[0][0] is not first:
-                        break
-                    work.append(self._queue.popleft())
-            child.work.extend(work)
-            child.conn.send((first.function, [first.items[i] for _, i in work]))
-            child.started = time.monotonic()
+                child, first = children[index], work[0][0]
+                try:
+                    child.conn.send((first.function, [first.items[i] for _, i in work]))
+                except OSError:
+                    # It died while idle (the OOM killer, a kill): none of `work` ran, so it
+                    # goes back to the queue and a fresh child takes it.
+                    with self._lock:
+                        self._queue.extendleft(reversed(work))
+                    self._replace(child, children)
+                    continue
+                child.work.extend(work)
+                child.started = time.monotonic()
+
+    def _take(self) -> list[tuple[_Batch[object, object], int]]:
+        """The next message's work: up to `per_message` queued items of one batch (one
+        function, one deadline)."""
+        with self._lock:
+            if not self._queue:
+                return []
+            first = self._queue[0][0]
+            work: list[tuple[_Batch[object, object], int]] = []
+            while self._queue and len(work) < self._per_message:
+                if self._queue[0][0] is not first:
+                    break
+                work.append(self._queue.popleft())
+            return work
 
     def _timeout(self, busy: list[_Child]) -> float:
         # Come back at least this often for new batches and for close().
@@ -247,11 +264,16 @@ class DeadlinePool:
         batch, position = child.work.popleft()
         _answer(batch, position, Answer(error=error))
         rest = list(child.work)
+        child.work.clear()
+        with self._lock:
+            self._queue.extendleft(reversed(rest))
+        self._replace(child, children)
+
+    def _replace(self, child: _Child, children: list[_Child]) -> None:
+        """Stop `child` (its work is requeued by the caller) and start a fresh one in its place."""
         _stop(child)
         replacement = self._start()
         children[children.index(child)] = replacement
-        with self._lock:
-            self._queue.extendleft(reversed(rest))
         self._ready(replacement)
 
     def _abandon(self, children: list[_Child], error: BaseException) -> None:

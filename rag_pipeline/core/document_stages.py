@@ -17,6 +17,8 @@ from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, RawRecord, 
 from rag_pipeline.core.sanitize import SANITIZER_VERSION, sanitize_text
 from rag_pipeline.core.source import ChainOptions
 
+# Bump when the raw stage (what a source gave, stored as it is) changes its stored form.
+RAW_VERSION = "1"
 # Bump when the Markdown stage's own logic (not the converters' output) changes.
 MARKDOWN_STAGE_VERSION = "2"
 

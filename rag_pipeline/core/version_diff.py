@@ -4,17 +4,24 @@ Sections are matched by their heading path (the n-th section with the same path 
 n-th), not by id: a section id names its text, so an edited section gets a new id. A heading
 that is the document's title matches the other version's title: a moved (renamed) wiki page
 keeps its opening section. A matched
-section whose text hash differs is changed, and its Markdown is shown as a unified diff.
+section whose text hash differs is changed, and its Markdown is shown as a unified diff of the
+lines between their common beginning and end; past `MAX_DIFF_LINES` of those, the lines only
+one side has, by content (a positional diff of that much is quadratic).
 A chunk of the newer version is `unchanged` when the older version had the same text (its
 vector was reused), else `re-embedded` when that version's run computed its vector, else
 `reused` from the embedding cache (another document or an older version had the same text).
 """
 
 import difflib
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 SECTION_PATH_SEPARATOR = " › "
+# Past this many lines differing (both sides), a section's change is shown by content.
+MAX_DIFF_LINES = 2000
+_HUNK = re.compile(r"([-+])(\d+)")
 
 
 @dataclass(frozen=True)
@@ -94,13 +101,54 @@ def _text(version: VersionSnapshot, section: SectionSnapshot) -> str:
 
 
 def _unified(old: str, new: str, name: str, old_version: int, new_version: int) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile=f"v{old_version}: {name}",
-        tofile=f"v{new_version}: {name}",
-    )
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    head = _common_prefix(a, b)
+    tail = _common_prefix(a[head:][::-1], b[head:][::-1])
+    # difflib is quadratic in the lines it compares (10,000 reordered paragraphs took 31 s;
+    # issue 49): it sees only what differs, with its 3 lines of context.
+    low, a_high, b_high = max(0, head - 3), min(len(a), len(a) - tail + 3), len(b) - tail + 3
+    b_high = min(len(b), b_high)
+    fromfile, tofile = f"v{old_version}: {name}", f"v{new_version}: {name}"
+    if (a_high - low) + (b_high - low) > MAX_DIFF_LINES:
+        lines = _by_content(a[head : len(a) - tail], b[head : len(b) - tail], fromfile, tofile)
+    else:
+        hunks = difflib.unified_diff(a[low:a_high], b[low:b_high], fromfile, tofile)
+        lines = (_shifted(line, low) for line in hunks)
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _shifted(line: str, offset: int) -> str:
+    """A hunk header of a diff of lines from `offset` on, numbered as in the whole text."""
+    if not offset or not line.startswith("@@ "):
+        return line
+    return _HUNK.sub(lambda m: f"{m[1]}{int(m[2]) + offset}", line)
+
+
+def _by_content(a: list[str], b: list[str], fromfile: str, tofile: str) -> list[str]:
+    """The lines only one side has (counted, in their order): linear, for a change too large
+    for a positional diff."""
+    left, right = Counter(a), Counter(b)
+    removed, added = left - right, right - left
+    note = (
+        f"@@ more than {MAX_DIFF_LINES:,} lines differ: the lines removed and added, by content "
+        "(moved lines are not shown) @@\n"
+    )
+    lines = [f"--- {fromfile}\n", f"+++ {tofile}\n", note]
+    for sign, side, counts in (("-", a, removed), ("+", b, added)):
+        for line in side:
+            if counts[line] > 0:
+                counts[line] -= 1
+                lines.append(sign + line)
+    return lines
 
 
 def diff_versions(old: VersionSnapshot, new: VersionSnapshot) -> VersionDiff:

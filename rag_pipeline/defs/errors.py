@@ -9,8 +9,10 @@ table itself is `rag.ingest_errors`; `rag status` prints the same figures.
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
+import psycopg
 
 from rag_pipeline.orchestration.source_registry import EMBEDDINGS, SOURCES
 from rag_pipeline.resources.vectordb import VectorDBResource
@@ -39,16 +41,20 @@ _AFTER_ANY_INDEX_UPDATE = (
 def ingest_errors(vectordb: VectorDBResource) -> dg.MaterializeResult:
     """Documents that failed, with stage and reason; per source, failed and behind counts."""
     with vectordb.connect() as conn:
-        failures = current_failures(conn)
-        per_source = source_freshness(conn)
-    metadata: dict[str, dg.RawMetadataValue] = {
+        return dg.MaterializeResult(metadata=ingest_errors_metadata(conn))
+
+
+def ingest_errors_metadata(conn: psycopg.Connection) -> dict[str, Any]:
+    """The report's figures as the store holds them now (`rag ingest` records them too)."""
+    failures = current_failures(conn)
+    metadata: dict[str, Any] = {
         "failed_documents": len(failures),
         "failures": dg.MetadataValue.md(failures_markdown(failures)),
     }
-    for item in per_source:
+    for item in source_freshness(conn):
         metadata[f"{item.source_type}_failed_documents"] = item.failed_documents
         metadata[f"{item.source_type}_documents_behind"] = item.documents_behind
-    return dg.MaterializeResult(metadata=metadata)
+    return metadata
 
 
 def failures_markdown(failures: Sequence[CurrentFailure]) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from rag_pipeline.search.hits import SearchHit
+from rag_pipeline.search import SearchHit
 
 DocKey = tuple[str, str]  # (source_type, source_id)
 Qrels = Mapping[str, Mapping[DocKey, int]]
@@ -148,7 +148,8 @@ def metrics(ranked: Sequence[DocKey], labelled: Mapping[DocKey, int]) -> dict[st
     }
 
 
-def _mean(results: Sequence[QueryResult]) -> dict[str, float]:
+def mean_metrics(results: Sequence[QueryResult]) -> dict[str, float]:
+    """The mean of each metric over `results` (0 for none)."""
     if not results:
         return dict.fromkeys(METRICS, 0.0)
     return {m: sum(r.metrics[m] for r in results) / len(results) for m in METRICS}
@@ -173,9 +174,9 @@ def evaluate(
     languages = sorted({r.language for r in results if r.language})
     return EvalReport(
         queries=results,
-        overall=_mean(results),
+        overall=mean_metrics(results),
         by_language={
-            language: _mean([r for r in results if r.language == language])
+            language: mean_metrics([r for r in results if r.language == language])
             for language in languages
         },
     )

@@ -16,12 +16,12 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.core.models import FailedDocument
+from rag_pipeline.io_managers import lineage
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, output_partition, source_of
-from rag_pipeline.orchestration import lineage
-from rag_pipeline.orchestration.indexing import cached_documents, stage_records
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import index, runs
 from rag_pipeline.store.index import IndexedDocument
+from rag_pipeline.store.indexing import cached_documents, stage_records
 from rag_pipeline.store.locks import lock_key
 
 # Documents copied together inside the transaction: bounds memory.

@@ -7,11 +7,11 @@ runs the files source, Celery workers on other machines included.
 from collections.abc import Iterable
 from pathlib import Path
 
-from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.files import DEMO_PARTITION, FolderLookup, resolve_folder
 from rag_pipeline.store import folders
 from rag_pipeline.store.connection import connect
+from rag_pipeline.store.runtime import ready_conninfo
 
 
 def register_folder(

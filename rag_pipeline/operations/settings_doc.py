@@ -1,6 +1,6 @@
-"""The README's settings table, generated from `Settings` so the two cannot drift.
+"""The settings table of docs/settings.md, generated from `Settings` so the two cannot drift.
 
-`python -m rag_pipeline.operations.settings_doc README.md` rewrites the table between the
+`python -m rag_pipeline.operations.settings_doc docs/settings.md` rewrites the table between the
 `<!-- settings:start -->` and `<!-- settings:end -->` lines; a test fails when it is stale.
 """
 

@@ -36,12 +36,12 @@ from rag_pipeline.orchestration.checks import (
     NO_FORBIDDEN_CHARACTERS,
     freshness_hours,
 )
-from rag_pipeline.orchestration.indexing import EMBEDDINGS_VERSION
 from rag_pipeline.orchestration.source_registry import EMBEDDINGS, SourceSpec
 from rag_pipeline.orchestration.steps import document_stage, embeddings_output
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import load_settings
+from rag_pipeline.store.indexing import EMBEDDINGS_VERSION
 
 # Concurrency pool of the model (its limit is set per deployment, e.g. by
 # RAG_EMBEDDING_CONCURRENCY or `dagster instance concurrency set embedding 1`).

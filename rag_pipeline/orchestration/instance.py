@@ -10,8 +10,10 @@ uses it too). Its `dagster.yaml` is written here, from the environment:
   so `rag dev` keeps the index and Dagster's own storage on one server;
 - neither: SQLite files in `DAGSTER_HOME`.
 
-A `dagster.yaml` we wrote (first line `MANAGED_MARKER`) is rewritten when the environment asks
-for another storage; one written by a person is never touched.
+A `dagster.yaml` we wrote (first line `MANAGED_MARKER`) is rewritten when it differs from
+what the environment asks for; any other is refused, never used: Dagster builds objects from
+its logging section (`"()": subprocess.Popen` runs a command), so `rag` runs only the file it
+writes. The folder must be the user's own and not writable by others (`settings/trust.py`).
 """
 
 import os
@@ -19,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.settings import Settings
+from rag_pipeline.settings.trust import UntrustedConfigError, owned_folder
 
-MANAGED_MARKER = "# written by rag_pipeline (orchestration/instance.py); edit freely to take over"
+MANAGED_MARKER = "# written by rag_pipeline (orchestration/instance.py); rag uses no other"
 # What earlier versions wrote as their first line: theirs is ours too.
-_EARLIER_MARKERS = ("# written by rag_pipeline (rag_pipeline/instance.py)",)
+_EARLIER_MARKERS = (
+    "# written by rag_pipeline (rag_pipeline/instance.py)",
+    "# written by rag_pipeline (orchestration/instance.py)",
+)
 EMBEDDED = "embedded"
 DAGSTER_DATABASE = "dagster"
 # What earlier versions wrote: ours too, so it is upgraded.
@@ -105,20 +111,46 @@ def embedded_dagster_url(settings: Settings) -> str:
 
 
 def dagster_home(settings: Settings) -> Path:
-    """DAGSTER_HOME if set, else `RAG_HOME/dagster`, with the dagster.yaml the env asks for."""
+    """DAGSTER_HOME if set, else `RAG_HOME/dagster`, with the dagster.yaml the env asks for.
+
+    Raises:
+        UntrustedConfigError: The folder is another user's or others can write it, or its
+            `dagster.yaml` is not one `rag` wrote (Dagster runs what its logging section names).
+    """
     prepare_environment(settings)
     configured = os.environ.get("DAGSTER_HOME")
-    home = Path(configured) if configured else settings.home / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    wanted = dagster_yaml(storage_kind(), settings)
+    if configured:
+        home = Path(configured)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        owned_folder(home, "DAGSTER_HOME", repair=False)
+    else:
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        owned_folder(settings.home, "RAG_HOME")
+        home = settings.home / "dagster"
+        home.mkdir(mode=0o700, exist_ok=True)
+        owned_folder(home, "DAGSTER_HOME")
+    _write_config(home / "dagster.yaml", dagster_yaml(storage_kind(), settings))
+    return home
+
+
+def _write_config(config: Path, wanted: str) -> None:
+    """Write `wanted` unless the file holds it already; refuse a file `rag` did not write."""
     current = config.read_text(encoding="utf-8") if config.exists() else None
-    ours = current is not None and (
+    if current == wanted:
+        return
+    ours = current is None or (
         current.startswith((MANAGED_MARKER, *_EARLIER_MARKERS)) or current == _LEGACY_YAML
     )
-    if current is None or (ours and current != wanted):
-        config.write_text(wanted, encoding="utf-8")
-    return home
+    if not ours:
+        raise UntrustedConfigError(
+            f"{config} was not written by rag (its content differs from what rag writes, "
+            "and Dagster would run what its logging section names): move it away and rag "
+            "writes its own"
+        )
+    # Written beside and renamed over: the old file's owner and mode are not kept.
+    partial = config.with_name(f".{config.name}.{os.getpid()}")
+    partial.write_text(wanted, encoding="utf-8")
+    partial.replace(config)
 
 
 def dagster_instance(settings: Settings) -> Any:

@@ -13,6 +13,7 @@ import dagster as dg
 import psycopg
 
 from rag_pipeline.core import document_stages
+from rag_pipeline.core.document_stages import RAW_VERSION
 from rag_pipeline.core.incremental import StageSummary, plan, run_stage, start_workers
 from rag_pipeline.core.models import FailedDocument, SourceFormat
 from rag_pipeline.core.records import DocumentInfo, RawRecord
@@ -25,13 +26,15 @@ from rag_pipeline.orchestration.asset_common import (
     stage_metadata,
     stage_tags,
 )
+from rag_pipeline.orchestration.listing import Listing, listing_observation
 from rag_pipeline.orchestration.source_registry import RAW, SourceSpec
 from rag_pipeline.orchestration.steps import committing, complete_partition
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import stages
 from rag_pipeline.store.locks import advisory_lock
 
-RAW_VERSION = "1"
+# What a raw row's input hash is computed with (a listed version and this).
+RAW_FINGERPRINT = f"raw:{RAW_VERSION}"
 _FETCH_BATCH = 50
 # Transient source errors (a database restarting, a wiki down for longer than its client's own
 # retries) are retried with backoff: 5 s, then 10 s. Short, because a permanent error (a wrong
@@ -54,7 +57,8 @@ def raw_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> dg.A
         name=spec.asset_name(RAW),
         description=f"{spec.name} documents as their source gave them, with their versions.",
         partitions_def=partitions_def,
-        # The source system, observed by the source's sensor: the lineage starts there.
+        # The source system, observed by every run of this step (and by the source's sensor):
+        # the lineage starts there.
         deps=[spec.system_key],
         io_manager_key="stage_io_manager",
         # The source's resource key depends on the source: both come through the context.
@@ -103,15 +107,13 @@ def _ingest_raw(
     asset_name = spec.asset_name(RAW)
     partition_key = context.partition_key
     refs, listing_failed = _listing(source, partition_key)
+    # The source system as this run listed it, whether or not its sensor runs.
+    listing = Listing({key: ref.version for key, ref in refs.items()}, len(listing_failed))
+    context.log_event(listing_observation(spec, partition_key, listing))
     previous = stages.input_hashes(
         conn, asset_name, [*refs, *(f.source_id for f in listing_failed)]
     )
-    work = plan(
-        {key: ref.version for key, ref in refs.items()},
-        previous,
-        f"raw:{RAW_VERSION}",
-        force=force,
-    )
+    work = plan(dict(listing.versions), previous, RAW_FINGERPRINT, force=force)
     context.log.info(f"raw: {len(work.todo)} to fetch, {len(work.kept)} unchanged")
     # The next stages convert and chunk these in worker processes: start them now, while
     # this stage fetches (a worker's start costs about as much CPU as converting 500

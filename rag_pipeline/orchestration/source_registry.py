@@ -27,11 +27,14 @@ class SourceSpec:
         name: The source type (`rag.documents.source_type`, the `--source` choice).
         system: The source system the raw stage reads, shown upstream of it in the lineage.
         system_description: What that system is, for the UI.
+        glossary: Whether the source system's translations also make a glossary (one asset
+            partitioned by language, refreshed after the chain's raw stage).
     """
 
     name: str
     system: str
     system_description: str
+    glossary: bool = False
 
     @property
     def resource_key(self) -> str:
@@ -60,6 +63,18 @@ class SourceSpec:
 
         return dg.AssetKey(self.system)
 
+    @property
+    def glossary_key(self) -> "dg.AssetKey":
+        """The glossary asset built from the source system's translations (`glossary`)."""
+        import dagster as dg
+
+        return dg.AssetKey(f"{self.name}_glossary")
+
+    @property
+    def glossary_job(self) -> str:
+        """The job building the glossary, one run per language."""
+        return f"{self.name}_glossary_job"
+
     def asset_key(self, stage: str) -> "dg.AssetKey":
         """The asset key of one stage of the source's chain (`STAGES`)."""
         import dagster as dg
@@ -79,7 +94,10 @@ FILES = SourceSpec("files", "folders", "The registered folders of documents.")
 WIKI = SourceSpec("wiki", "mediawiki", "The MediaWiki site (or its XML export).")
 K_ENTRY = SourceSpec("k_entry", "idempiere_k_entry", "K_Entry rows of the iDempiere database.")
 AD_METADATA = SourceSpec(
-    "ad_metadata", "idempiere_dictionary", "The iDempiere Application Dictionary tables."
+    "ad_metadata",
+    "idempiere_dictionary",
+    "The iDempiere Application Dictionary tables.",
+    glossary=True,
 )
 
 # The registry: one line per source.

@@ -4,8 +4,8 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.operations.runtime import load_embedder
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.store.runtime import load_embedder
 
 
 class EmbedderResource(dg.ConfigurableResource):

@@ -7,9 +7,9 @@ import dagster as dg
 import psycopg
 from pydantic import PrivateAttr
 
-from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.connection import connect
+from rag_pipeline.store.runtime import ready_conninfo
 
 
 class VectorDBResource(dg.ConfigurableResource):

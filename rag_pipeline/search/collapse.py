@@ -7,7 +7,7 @@ versions; and `LINEAGE`, each hit with the partitions and run it came from.
 # window in en_US and es_CO, or an untranslated es_CO copy of it): the version in the query's
 # language when it matched, else the best one, with the best version's score times the weight
 # of the document's entity type (RAG_SEARCH_ENTITY_WEIGHTS) and of the first title rule of its
-# source that matches it (`source_rules.py`: a source declares them). A page of n sections
+# source that matches it (`core/source_rules.py`: a source declares them). A page of n sections
 # (not a document of a source whose sections are always the same few: `whole_document_sources`)
 # scores (1 + ln n) ^ -sections_exponent times its best section: long pages matched some
 # section of too many questions. A document's first `sections_per_document` sections come

@@ -77,7 +77,7 @@ _lock = threading.Lock()
 
 def load_query_embedder(settings: Settings) -> QueryEmbedder | Embedder:
     """The light encoder for the bundled model, else the configured full Embedder."""
-    from rag_pipeline.operations.runtime import load_embedder
+    from rag_pipeline.store.runtime import load_embedder
 
     if settings.embedding_model != BUNDLED_MODEL_ID or settings.embedding_model_path is not None:
         return load_embedder(settings)

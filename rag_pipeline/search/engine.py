@@ -1,7 +1,7 @@
 """Hybrid search over the index: the public API (`search`, `Searcher`; `SearchHit` in hits.py).
 
 A Searcher holds what is costly to build once per process — the model (loaded once through
-`rag_pipeline.operations.runtime`), a connection pool and the query understanding
+`rag_pipeline.store.runtime`), a connection pool and the query understanding
 (`understanding.py`: vocabulary, vector cache) — and answers a query in two steps:
 understand it into a PreparedQuery, then run that as one SQL statement (`queries.py`),
 filters included. Every input is bounded here, so the CLI, MCP and `ask` get the same
@@ -20,21 +20,22 @@ import psycopg
 from psycopg.rows import dict_row
 
 from rag_pipeline.core.embedding import Embedder
-from rag_pipeline.operations.runtime import ready_conninfo
 from rag_pipeline.search.encoder import load_query_embedder
+from rag_pipeline.search.glossary import GlossaryCache
 from rag_pipeline.search.hits import LegScores, SearchHit, hit_from_row
-from rag_pipeline.search.pool import search_pool, without_timeout
+from rag_pipeline.search.plugins import source_rankings
 from rag_pipeline.search.queries import Fusion, KeywordScorer, Mode, search_statement
 from rag_pipeline.search.query import Query, QueryError, check_length
-from rag_pipeline.search.ranking import Ranking
 from rag_pipeline.search.request import Expand, SearchRequest, statement_parameters
-from rag_pipeline.search.source_rules import source_rankings
 from rag_pipeline.search.spelling import Unknown, apply_corrections, find_unknown
 from rag_pipeline.search.stats import refresh_search_stats, stats_state
 from rag_pipeline.search.understanding import AddedWords, PreparedQuery, Understanding
 from rag_pipeline.search.vocabulary.phrase_vectors import SimilarEntry
 from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.settings.ranking import Ranking
 from rag_pipeline.store.migrations import check_stored_model
+from rag_pipeline.store.pool import search_pool, without_timeout
+from rag_pipeline.store.runtime import ready_conninfo
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,10 @@ class Searcher:
         model_id = self.embedder.model_id
         self._pool.run(lambda conn: check_stored_model(conn, model_id))
         self.rules = source_rankings()
-        self.understanding = Understanding(self.settings, self.ranking, self.embedder, self.rules)
+        glossary = GlossaryCache(self._pool.run)
+        self.understanding = Understanding(
+            self.settings, self.ranking, self.embedder, self.rules, glossary
+        )
         self.vocabulary = self.understanding.vocabulary
         self._stats_lock = threading.Lock()
         self._stats_checked = 0.0

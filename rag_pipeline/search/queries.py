@@ -23,7 +23,7 @@
   `sections_per_document` first.
 - `LINEAGE` (`collapse.py`): each hit's partitions and run.
 
-Values are bind parameters (named like the `Ranking` knobs, `ranking.py`); rows are read by
+Values are bind parameters (named like the `Ranking` knobs, `settings/ranking.py`); rows are read by
 column name.
 """
 

@@ -12,8 +12,8 @@ import unicodedata
 from dataclasses import dataclass
 
 from rag_pipeline.core.languages import ts_config_for
+from rag_pipeline.core.words import detect_language
 from rag_pipeline.search.identifiers import query_identifiers
-from rag_pipeline.search.language import detect_language
 
 MAX_QUERY_CHARS = 2000  # the default of RAG_SEARCH_MAX_QUERY_CHARS
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff]")

@@ -9,12 +9,12 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.languages import language_prefix, ts_config_for
-from rag_pipeline.search.language import query_stop_words, request_words
+from rag_pipeline.core.source_rules import SourceRanking
+from rag_pipeline.core.words import query_stop_words, request_words
 from rag_pipeline.search.queries import Fusion
-from rag_pipeline.search.ranking import Ranking
-from rag_pipeline.search.source_rules import SourceRanking
 from rag_pipeline.search.understanding import PreparedQuery
 from rag_pipeline.search.vocabulary import expansion_language
+from rag_pipeline.settings.ranking import Ranking
 
 Expand = Literal["parent", "chunk"]
 

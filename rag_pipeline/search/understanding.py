@@ -3,7 +3,7 @@
 What a search runs is decided here, before any ranking: the cleaned text and its language
 (`query.py`), typing errors corrected (`spelling.py`, one round trip to the index), the words
 the search vocabulary adds (`vocabulary/`), the entry whose phrase is closest in meaning, the
-query's vector, and the weights the query changes (a source's rules, `source_rules.py`). The
+query's vector, and the weights the query changes (a source's rules, `core/source_rules.py`). The
 executor (`engine.py`) runs a PreparedQuery as it is; `rag search --explain` prints it.
 """
 
@@ -16,12 +16,13 @@ from numpy.typing import NDArray
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.languages import language_prefix
+from rag_pipeline.core.source_rules import SourceRanking
+from rag_pipeline.core.words import fold
 from rag_pipeline.search.encoder import QueryEmbedder
-from rag_pipeline.search.language import fold
+from rag_pipeline.search.glossary import Carried, GlossaryCache
+from rag_pipeline.search.plugins import source_vocabularies
 from rag_pipeline.search.queries import Mode
 from rag_pipeline.search.query import Query, prepare_query
-from rag_pipeline.search.ranking import Ranking
-from rag_pipeline.search.source_rules import SourceRanking
 from rag_pipeline.search.spelling import (
     Unknown,
     apply_corrections,
@@ -32,6 +33,7 @@ from rag_pipeline.search.spelling import (
 from rag_pipeline.search.vocabulary import Vocabulary, expansion_language
 from rag_pipeline.search.vocabulary.phrase_vectors import PhraseVectors, SimilarEntry
 from rag_pipeline.settings import Settings
+from rag_pipeline.settings.ranking import Ranking
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class AddedWords:
     # The model's vector of the query alone, when the phrase lookup needed it (reused by the
     # vector leg when the model reads no added word, even with the vector cache off).
     query_vector: NDArray[np.float32] | None = None
+    carried: tuple[Carried, ...] = ()  # the query's words the glossary carried over
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class PreparedQuery:
             ("language", f"{self.query.language} ({self.query.ts_config})"),
             ("identifiers", ", ".join(self.query.identifiers) or "-"),
             ("corrections", ", ".join(f"{a} -> {b}" for a, b in self.corrections.items()) or "-"),
+            ("glossary", ", ".join(str(c) for c in self.added.carried) or "-"),
             ("vocabulary adds", " | ".join(w for w, _ in self.added.expansions) or "-"),
             ("model reads also", self.added.for_model or "-"),
             ("closest phrase", f"{similar.phrase!r} {similar.similarity:.2f}" if similar else "-"),
@@ -88,12 +92,15 @@ class Understanding:
         ranking: Ranking,
         embedder: QueryEmbedder | Embedder,
         rules: Sequence[SourceRanking],
+        glossary: GlossaryCache | None = None,
     ) -> None:
         self.settings = settings
+        self.glossary = glossary
         self.ranking = ranking
         self.embedder = embedder
         self.rules = rules
-        self.vocabulary = Vocabulary.load(settings.search_vocabulary_dir)
+        vocabularies = source_vocabularies()
+        self.vocabulary = Vocabulary.load(settings.search_vocabulary_dir, vocabularies)
         # Repeated queries skip the model; keyed by model too (`embedder` may be replaced).
         self._vectors = functools.lru_cache(settings.search_query_cache_size)(self._embed)
         self._phrase_vectors = PhraseVectors(
@@ -101,6 +108,9 @@ class Understanding:
             embedder.embed_query,
             embedder.model_id,
             settings.home / "vocabulary-vectors",
+            lambda language: [
+                v.vectors_file(language) for v in vocabularies if language in v.vector_languages
+            ],
         )
 
     def prepare(
@@ -178,23 +188,37 @@ class Understanding:
         phrases it holds, then, but in keyword mode, the entry of the phrase closest in meaning
         (`similar_entry`) unless it is one of them."""
         expansions = self.expansions(query)
+        carried = self.carried(query)
+        # The glossary's words weigh like the vocabulary's; the model reads those in the
+        # languages it knows ("factura" -> invoice, not "invoice" -> factura for MiniLM).
+        glossary = [(c.expansion, 1) for c in carried if c.expansion not in dict(expansions)]
+        to_model = self.ranking.glossary_to_model > 0
+        readable = [(c.expansion, 1) for c in carried if to_model and self.model_knows(c.language)]
 
         def words(groups: list[tuple[str, int]]) -> str:
-            return " ".join(expansion_language(group)[1] for group, _ in groups)
+            return " ".join(expansion_language(group)[1] for group, _ in [*groups, *readable])
 
         typed = words(expansions)
         if mode == "keyword" or not self.compares_phrases(query):
-            return AddedWords(expansions, typed, None)
+            return AddedWords([*expansions, *glossary], typed, None, carried=carried)
         vector = self.query_vector(query.text)
         similar = self.closest_entry(query, vector)
         if similar is None or similar.expansion in dict(expansions):
-            return AddedWords(expansions, typed, None, vector)
+            return AddedWords([*expansions, *glossary], typed, None, vector, carried)
         expansions = [*expansions, (similar.expansion, 1)]
         # A phrase sharing one word with the query is close mostly through that word ("product
         # with several vendors" for "maintain customers and vendors"): the keyword leg weighs
         # its entry among the typed words, the model does not read it.
         for_model = typed if similar.shared_words == 1 else words(expansions)
-        return AddedWords(expansions, for_model, similar, vector)
+        return AddedWords([*expansions, *glossary], for_model, similar, vector, carried)
+
+    def carried(self, query: Query) -> tuple[Carried, ...]:
+        """The query's words the dictionary's glossary carries into the index's other
+        languages (none without a glossary, with the vocabulary or `glossary_words` off)."""
+        most = self.ranking.glossary_words
+        if self.glossary is None or self.ranking.vocabulary_weight == 0 or most == 0:
+            return ()
+        return tuple(self.glossary.current().carry(query.text, query.language, most))
 
     def compares_phrases(self, query: Query) -> bool:
         """Whether the closest vocabulary phrase in meaning is looked up: a query of

@@ -58,6 +58,11 @@ class OperationsSettings(BaseSettings):
     wiki_listing_timeout_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
         default=900.0, description="Seconds one wiki listing may take, retries included."
     )
+    wiki_fetch_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
+        default=300.0,
+        description="Seconds one wiki request (a page's fetch) may take, retries included; "
+        "a page past it fails alone.",
+    )
     llm_deadline_seconds: Annotated[float, Field(gt=0, le=86_400)] = Field(
         default=300.0,
         description="Seconds one LLM answer may take in all, retries and waits included; "
@@ -85,6 +90,16 @@ class OperationsSettings(BaseSettings):
     mcp_session_idle_seconds: Annotated[float, Field(ge=5, le=86_400)] = Field(
         default=300.0,
         description="A session of `rag mcp --http` with no request for this long is closed.",
+    )
+    mcp_header_seconds: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=10.0,
+        description="Seconds a connection to `rag mcp --http` may take to send its request "
+        "headers (from its opening, or its previous answer); its body gets 3 times as long.",
+    )
+    mcp_max_connections: Annotated[int, Field(ge=2, le=100_000)] = Field(
+        default=256,
+        description="Open connections to `rag mcp --http` in total (half of them per client "
+        "address); a new one past a cap closes the one waiting longest for its headers.",
     )
     search_statement_timeout_ms: Annotated[int, Field(ge=100, le=3_600_000)] = Field(
         default=5000,

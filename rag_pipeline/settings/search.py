@@ -14,6 +14,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
 from rag_pipeline.settings.parsers import parse_entity_weights
+from rag_pipeline.settings.ranking import parse_overrides
 
 
 class AnswerSettings(BaseSettings):
@@ -202,13 +203,11 @@ class SearchLimitSettings(BaseSettings):
     search_ranking: str = Field(
         default="",
         description="Overrides of ranking constants, 'name=value,...' (names and defaults: "
-        "`rag search --explain`, rag_pipeline/search/ranking.py), e.g. 'k1=1.2,b=0.75'.",
+        "`rag search --explain`, rag_pipeline/settings/ranking.py), e.g. 'k1=1.2,b=0.75'.",
     )
 
     @field_validator("search_ranking")
     @classmethod
     def _ranking_parses(cls, value: str) -> str:
-        from rag_pipeline.search.ranking import parse_overrides  # no cycle: ranking imports none
-
         parse_overrides(value)
         return value

@@ -23,6 +23,7 @@ from rag_pipeline.core.source import (
     SourceDocument,
     fetch_each,
 )
+from rag_pipeline.store.folders import FolderError
 
 SOURCE_TYPE = "files"
 DEMO_PARTITION = "demo"
@@ -37,10 +38,6 @@ FORMATS: Mapping[str, SourceFormat] = {
 CHAIN_OPTIONS = ChainOptions(front_matter=True)
 # Where a registered name's folder is (None: not registered).
 FolderLookup = Callable[[str], Path | None]
-
-
-class FolderError(ValueError):
-    """The folder of a `files` partition cannot be used."""
 
 
 def demo_folder() -> Path:
@@ -98,6 +95,11 @@ def folder_fingerprint(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def _content_version(path: Path) -> str:
+    """A version from a (small, bundled) file's bytes, the same in every copy of it."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+
+
 class FilesSource(Source):
     """Files of a named folder; `max_bytes` bounds what is read of one file."""
 
@@ -115,7 +117,11 @@ class FilesSource(Source):
         return folder_for(partition_key, self.folders)
 
     def list_documents(self, partition_key: str) -> Iterator[DocumentRef | FailedDocument]:
-        """Every supported file of the partition's folder, versioned by size and mtime."""
+        """Every supported file of the partition's folder, versioned by size and mtime.
+
+        The bundled demo files are versioned by their content instead: a copy of the package
+        (an installed wheel beside the clone) has other mtimes, and must not re-fetch them.
+        """
         folder = self.folder_for(partition_key)
         for entry in list_files(folder):
             source_id = f"{partition_key}/{entry.relative_path}"
@@ -129,7 +135,11 @@ class FilesSource(Source):
                 yield DocumentRef(
                     source_id=source_id,
                     language="",
-                    version=f"{entry.size}:{entry.mtime_ns}",
+                    version=(
+                        _content_version(folder / entry.relative_path)
+                        if partition_key == DEMO_PARTITION
+                        else f"{entry.size}:{entry.mtime_ns}"
+                    ),
                     locator=f"{partition_key}\0{entry.relative_path}",
                 )
 

@@ -60,6 +60,7 @@ COUNTED_TABLES = (
     "rag.ingest_errors",
     "rag.folders",
     "rag.document_versions",
+    "rag.glossary",
 )
 
 

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import psycopg
 
-from rag_pipeline.sources.files import FolderError
-
 DEMO = "demo"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class FolderError(ValueError):
+    """The folder of a `files` partition cannot be used (raised here and by `sources/files.py`)."""
 
 
 class FolderNameError(FolderError):

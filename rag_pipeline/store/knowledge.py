@@ -17,7 +17,6 @@ AD_ENTITY_PREFIXES = {
     "process": "AD_Process",
     "table": "AD_Table",
 }
-AD_SOURCE_TYPE = "ad_metadata"
 # A DB identifier (C_BPartner_ID, M_Locator, DocumentNo): searched as a whole word in bodies.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -96,11 +95,13 @@ def find_ad_entities(
     conn: psycopg.Connection,
     name: str,
     *,
+    source_type: str,
     entity_type: str | None = None,
     languages: Sequence[str] | None = None,
     limit: int = 10,
 ) -> list[ADEntity]:
-    """Dictionary documents whose source id, name or DB identifier is exactly `name`.
+    """Dictionary documents (of `source_type`, which the source declares) whose source id,
+    name or DB identifier is exactly `name`.
 
     Order: the source id (`AD_Window:143`); the name as shown (`Sales Order`) or the identifier
     the entry defines (a table's TableName or key column `<TableName>_ID`, a field's ColumnName,
@@ -148,7 +149,7 @@ def find_ad_entities(
         """,
         {
             "name": name,
-            "source_type": AD_SOURCE_TYPE,
+            "source_type": source_type,
             "prefix": prefix,
             "prefix_like": _like_prefix(prefix) + ":%",
             "languages": list(languages) if languages else None,

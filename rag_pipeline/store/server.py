@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from rag_pipeline.settings import Settings
+from rag_pipeline.settings.trust import owned_folder
 from rag_pipeline.store.server_files import (
     SUPERUSER,
     initdb,
@@ -65,7 +66,12 @@ def embedded_data_dir(settings: Settings) -> Path:
 
 
 def private_home(settings: Settings) -> Path:
-    """RAG_HOME, created if needed, readable by its owner only (0700)."""
+    """RAG_HOME, created if needed, readable by its owner only (0700).
+
+    Raises:
+        UntrustedConfigError: RAG_HOME belongs to another user, or others can write it: its
+            files (the Dagster instance's `dagster.yaml`) would be run as this user.
+    """
     home = settings.home
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = home.stat()
@@ -73,7 +79,7 @@ def private_home(settings: Settings) -> Path:
         # A read-only RAG_HOME can still serve searches from a running server.
         with contextlib.suppress(OSError):
             home.chmod(0o700)
-    return home
+    return owned_folder(home, "RAG_HOME")
 
 
 def resolve_conninfo(settings: Settings) -> str:

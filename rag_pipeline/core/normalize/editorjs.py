@@ -26,6 +26,7 @@ from typing import Any
 from bs4 import BeautifulSoup, Tag
 from bs4.element import PageElement
 
+from rag_pipeline.core.json_limits import JSONTooDeepError, loads_bounded
 from rag_pipeline.core.normalize.document import NormalizationError
 from rag_pipeline.core.normalize.editorjs_html import BlockHtml, describe, has_content
 from rag_pipeline.core.normalize.editorjs_lists import render_checklist, render_list
@@ -49,6 +50,9 @@ from rag_pipeline.core.normalize.editorjs_text import (
 
 # Columns inside columns inside …: a real layout never nests this deep.
 _MAX_COLUMN_DEPTH = 16
+# Nested lists are 2 levels of JSON each and are flattened below a depth when rendered (a
+# 200-level list is still read); deeper than this is refused before anything walks it.
+_MAX_JSON_DEPTH = 800
 
 _KINDS = {
     "header": "header",
@@ -143,16 +147,16 @@ def load_document(body: str) -> dict[str, Any]:
         return {"blocks": []}
     document: Any
     try:
-        document = json.loads(body)
+        document = loads_bounded(body, max_depth=_MAX_JSON_DEPTH)
         if isinstance(document, str) and document.lstrip().startswith(("{", "[")):
-            document = json.loads(document)
+            document = loads_bounded(document, max_depth=_MAX_JSON_DEPTH)
+    except JSONTooDeepError as error:
+        raise NormalizationError(f"Editor.js body is nested too deeply: {error}") from error
     except json.JSONDecodeError as error:
         raise NormalizationError(
             f"Editor.js body is not valid JSON: {error.msg} at line {error.lineno} "
             f"column {error.colno}"
         ) from error
-    except RecursionError as error:
-        raise NormalizationError("Editor.js body is nested too deeply to be parsed") from error
     if not isinstance(document, dict):
         raise NormalizationError(
             "Editor.js body must be a JSON object with a 'blocks' list, "

@@ -17,6 +17,7 @@ documents that mean the same come out byte-identical whatever their source forma
 """
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, cast
 from urllib.parse import urljoin
@@ -39,6 +40,11 @@ _MDFORMAT_OPTIONS: Mapping[str, Any] = {
 }
 _THEMATIC_BREAK = "___"
 _ADMONITIONS = ("note", "tip", "info", "warning", "danger", "caution", "important", "success")
+# Where `_tight` keeps what it worked out, in the `env` of one render.
+_TIGHT_LISTS = "rag_pipeline_tight_lists"
+# What mdformat-gfm strips before a task item's text (spaces written as character references).
+_LEADING_SPACES = re.compile(r"^(&#32;)+")
+_GFM: Any = mdformat.plugins.PARSER_EXTENSIONS["gfm"]
 
 
 def _render_children(node: RenderTreeNode, context: RenderContext) -> str:
@@ -102,6 +108,55 @@ def _is_tight(node: RenderTreeNode) -> bool:
     )
 
 
+def _tight(node: RenderTreeNode, context: RenderContext) -> bool:
+    """`_is_tight(node)`, worked out once per list of a render (kept in its `env`)."""
+    env = cast(MutableMapping[str, Any], context.env)  # pyright: ignore[reportUnknownMemberType]
+    known = cast(dict[int, bool], env.setdefault(_TIGHT_LISTS, {}))
+    tight = known.get(id(node))
+    if tight is None:
+        tight = known[id(node)] = _is_tight(node)
+    return tight
+
+
+def _render_list_item(node: RenderTreeNode, context: RenderContext) -> str:
+    # mdformat's own (which mdformat-gfm's calls) asks whether the whole list is tight for
+    # every item: a list of n items took n² steps (10,000 items never converted within the
+    # 30 s deadline; issue 49). This one asks once per list, and does mdformat-gfm's part.
+    assert node.parent is not None
+    task = "task-list-item" in str(node.attrs.get("class", ""))
+    checkmark = _take_checkbox(node) if task else None
+    separator = "\n" if _tight(node.parent, context) else "\n\n"
+    text = separator.join(out for out in (c.render(context) for c in node.children) if out)
+    if checkmark is None:
+        return text if text.strip() else ""
+    return f"[{checkmark}] {_LEADING_SPACES.sub('', text).lstrip()}"
+
+
+def _take_checkbox(node: RenderTreeNode) -> str:
+    """Remove a task item's checkbox (an HTML token the GFM parser puts first in its text)
+    and say whether it is checked, as mdformat-gfm's renderer does."""
+    inline = node.children[0].children[0]
+    checkbox = inline.children[0]
+    inline.children.remove(checkbox)
+    return "x" if 'checked="checked"' in checkbox.content else " "
+
+
+class _Gfm:
+    """mdformat-gfm's plugin without its list item renderer (`_render_list_item` does its
+    part): two renderers for one syntax would leave only the first plugin's."""
+
+    CHANGES_AST = False
+    RENDERERS: Mapping[str, Any] = {
+        name: render for name, render in _GFM.RENDERERS.items() if name != "list_item"
+    }
+    POSTPROCESSORS: Mapping[str, Any] = _GFM.POSTPROCESSORS
+
+    @staticmethod
+    def update_mdit(mdit: MarkdownIt) -> None:
+        """mdformat-gfm's parser rules (tables, strikethrough, task lists, autolinks)."""
+        _GFM.update_mdit(mdit)
+
+
 def _render_ordered_list(node: RenderTreeNode, context: RenderContext) -> str:
     # mdformat numbers consecutively only with zero padding ("01.", "02."); we want "1.", "2.".
     # Two ordered lists in a row need different delimiters, or they would merge into one.
@@ -161,6 +216,7 @@ class _CanonicalStyle:
         "em": _render_em,
         "strong": _render_strong,
         "ordered_list": _render_ordered_list,
+        "list_item": _render_list_item,
         "image": _render_image,
         "text": render_text,
         "paragraph": render_paragraph,
@@ -207,7 +263,7 @@ def _parser(admonitions: bool) -> MarkdownIt:
     mdit.options["parser_extension"] = []
     mdit.options["codeformatters"] = {}
     style = _WithAdmonitions if admonitions else _CanonicalStyle
-    for plugin in (mdformat.plugins.PARSER_EXTENSIONS["gfm"], style):
+    for plugin in (_Gfm, style):
         if plugin not in mdit.options["parser_extension"]:
             mdit.options["parser_extension"].append(plugin)
             plugin.update_mdit(mdit)

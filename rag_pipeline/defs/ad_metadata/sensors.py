@@ -11,6 +11,8 @@ from rag_pipeline.sources.idempiere.ad import parse_partition_key
 
 @dg.sensor(
     job_name=AD_METADATA.ingest_job,
+    description="Runs each entity type × language partition whose Application Dictionary "
+    "rows changed (a change token per partition); registers the configured languages.",
     minimum_interval_seconds=900,
     # Polls a production ERP: someone turns it on deliberately.
     default_status=dg.DefaultSensorStatus.STOPPED,

@@ -7,7 +7,8 @@ from rag_pipeline.core.source import Source
 from rag_pipeline.operations.folders import folder_lookup, register_entry
 from rag_pipeline.orchestration.pipeline import SourceResource
 from rag_pipeline.settings import Settings, load_settings
-from rag_pipeline.sources.files import FilesSource, FolderError
+from rag_pipeline.sources.files import FilesSource
+from rag_pipeline.store.folders import FolderError
 
 
 class FilesSourceResource(SourceResource):

@@ -10,11 +10,14 @@ from rag_pipeline.operations.folders import folder_lookup, names_of_path_partiti
 from rag_pipeline.orchestration.reconcile import system_observation
 from rag_pipeline.orchestration.source_registry import FILES
 from rag_pipeline.settings import load_settings
-from rag_pipeline.sources.files import FolderError, folder_fingerprint, folder_for
+from rag_pipeline.sources.files import folder_fingerprint, folder_for
+from rag_pipeline.store.folders import FolderError
 
 
 @dg.sensor(
     job_name=FILES.ingest_job,
+    description="Runs each registered folder whose files changed (names, sizes, mtimes), "
+    "observing its new fingerprint; registers the configured folders.",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )

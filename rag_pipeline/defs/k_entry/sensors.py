@@ -10,6 +10,8 @@ from rag_pipeline.orchestration.source_registry import K_ENTRY
 
 @dg.sensor(
     job_name=K_ENTRY.ingest_job,
+    description="Runs each language whose K_Entry rows changed (a change token per language: "
+    "count, newest Updated, digest of the versions); registers the configured languages.",
     minimum_interval_seconds=300,
     # Polls a production ERP: someone turns it on deliberately.
     default_status=dg.DefaultSensorStatus.STOPPED,

@@ -21,6 +21,8 @@ DOCUMENT_KEY_SEPARATOR = "@"
 
 @dg.sensor(
     job_name=WIKI.ingest_job,
+    description="Runs each wiki partition holding an edit, delete, move or restore "
+    "(recentchanges and logevents, two requests a tick); registers the configured ones.",
     minimum_interval_seconds=120,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )

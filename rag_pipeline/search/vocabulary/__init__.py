@@ -1,64 +1,55 @@
-"""Everyday words -> the names iDempiere gives the same things: query expansion for the keyword leg.
+"""Everyday words -> the names the product gives the same things: query expansion for the
+keyword leg.
 
 Users ask for a "supplier", a "bin" or "who changed this field"; iDempiere calls them Business
 Partner (or Vendor), Locator and Change Audit. The 22M embedding model bridges some of these
-gaps and misses others, and full-text search bridges none. A vocabulary file per language
-(`en.tsv`, `es.tsv` here, more from `RAG_SEARCH_VOCABULARY_DIR`) maps such words to
-iDempiere's; the keyword leg also matches a query's mapped words, each at
-`RAG_SEARCH_VOCABULARY_WEIGHT` of a typed word's weight, so they can lift the entity a user
-means without outranking what the query itself names.
+gaps and misses others, and full-text search bridges none. A vocabulary file per language maps
+such words to the product's: the sources declare theirs (`core.vocabulary.VocabularyFiles`,
+found by `search/plugins.py`; iDempiere's `en.tsv` and `es.tsv` live in
+`sources/idempiere/vocabulary/`), more come from `RAG_SEARCH_VOCABULARY_DIR`. The keyword leg
+also matches a query's mapped words, each at `RAG_SEARCH_VOCABULARY_WEIGHT` of a typed word's
+weight, so they can lift the entity a user means without outranking what the query itself
+names.
 
-File format: one entry a line, `user words|other user words<TAB>iDempiere words<TAB>source`;
+File format: one entry a line, `user words|other user words<TAB>product words<TAB>source`;
 `#` starts a comment line. Matching is on whole words, ignoring case and accents, with simple
 plurals (`suppliers`, `addresses`, `companies`, `facturas`, `proveedores`), so entries are
-written in the singular. iDempiere words in another language than the file's start with its
+written in the singular. Product words in another language than the file's start with its
 code in brackets: `celular<TAB>[en] mobile compatibility` lets a Spanish question find an
 English-only wiki page, those words being read as English (`expansion_language`).
 
 The source, optional in a folder's files and present on every bundled entry, says where the
-iDempiere words come from, as `kind:name` (`Source`): a dictionary row by its name,
-`window:Business Partner`, or a wiki page by its title, `wiki:NF7.1 Migrate Storage Provider`;
-words from several names have several, separated by "; " (`window:Cash Journal;
-window:Cashbook`). `python -m benchmarks.eval.vocabulary_sources` finds and checks them;
-they change nothing in what a query matches.
+product words come from, as `kind:name` (`Source`, kinds the declaring source names): for
+iDempiere a dictionary row by its name, `window:Business Partner`, or a wiki page by its
+title, `wiki:NF7.1 Migrate Storage Provider`; words from several names have several,
+separated by "; " (`window:Cash Journal; window:Cashbook`). `python -m
+benchmarks.eval.vocabulary_sources` finds and checks them; they change nothing in what a
+query matches.
 """
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Protocol, cast
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 
 from rag_pipeline.core.languages import language_prefix
-from rag_pipeline.search.language import fold, function_words
-from rag_pipeline.search.vocabulary.entries import (
-    SOURCE_KINDS,
-    SOURCE_SEPARATOR,
+from rag_pipeline.core.vocabulary import (
     Entry,
-    Source,
     VocabularyError,
+    VocabularyFiles,
     entry_words,
     expansion_language,
     parse_entries,
-    parse_sources,
     singular_forms,
 )
+from rag_pipeline.core.words import fold, function_words
+from rag_pipeline.search.plugins import source_vocabularies
 
-__all__ = [
-    "SOURCE_KINDS",
-    "SOURCE_SEPARATOR",
-    "Entry",
-    "Source",
-    "Vocabulary",
-    "VocabularyError",
-    "expansion_language",
-    "parse_entries",
-    "parse_sources",
-]
+__all__ = ["Entry", "Vocabulary", "VocabularyError", "expansion_language", "parse_entries"]
 
 
 @dataclass(frozen=True)
@@ -105,16 +96,23 @@ class Vocabulary:
             return found
 
     @classmethod
-    def load(cls, extra_dir: Path | None = None) -> "Vocabulary":
-        """The bundled files, plus `<language>.tsv` files from `extra_dir` (added to them)."""
+    def load(
+        cls, extra_dir: Path | None = None, declared: Sequence[VocabularyFiles] | None = None
+    ) -> "Vocabulary":
+        """The files the sources declare (`declared`, default: every source's), plus
+        `<language>.tsv` files from `extra_dir` (added to them; their source column may name
+        any kind a source declares)."""
+        if declared is None:
+            declared = source_vocabularies()
         entries: dict[str, list[Entry]] = {}
-        for item in resources.files(__name__).iterdir():
-            if item.name.endswith(".tsv"):
+        for files in declared:
+            for item in files.tsv_files():
                 text = item.read_text(encoding="utf-8")
                 lang = item.name.removesuffix(".tsv")
                 entries.setdefault(lang, []).extend(
-                    parse_entries(text.splitlines(), f"rag_pipeline/search/vocabulary/{item.name}")
+                    parse_entries(text.splitlines(), files.origin(item.name), files.source_kinds)
                 )
+        kinds = tuple(dict.fromkeys(kind for files in declared for kind in files.source_kinds))
         if extra_dir is not None:
             for path in sorted(extra_dir.glob("*.tsv")):
                 try:
@@ -122,7 +120,9 @@ class Vocabulary:
                 except (OSError, UnicodeDecodeError) as exc:
                     raise VocabularyError(f"{path}: cannot be read ({exc})") from None
                 lang = language_prefix(path.stem)
-                entries.setdefault(lang, []).extend(parse_entries(text.splitlines(), str(path)))
+                entries.setdefault(lang, []).extend(
+                    parse_entries(text.splitlines(), str(path), kinds)
+                )
         return cls(entries)
 
     def phrases(self, language: str) -> list[tuple[str, str]]:

@@ -12,12 +12,12 @@ through that word ("product with several vendors" for "where do I maintain custo
 vendors"), and only the keyword leg weighs the entry, among the words typed.
 
 Only phrases of two words or more take part: one word alone says too little to be compared
-with a question. The vectors of the bundled phrases for the bundled model ship with the package
-(`<language>.vectors.npz`, float16, rebuilt by `python -m
-rag_pipeline.search.vocabulary.build_vectors` after a vocabulary file changes; a test fails
-while it is stale), so a cold `rag search` only reads them. Phrases they lack — added from
-RAG_SEARCH_VOCABULARY_DIR, or all of them for another model — are embedded on first use in
-their language and kept under RAG_HOME for the next process.
+with a question. The vectors of a source's phrases for the bundled model ship with its
+vocabulary files (`<language>.vectors.npz`, `VocabularyFiles.vectors_file`, float16, rebuilt by
+`python -m rag_pipeline.search.vocabulary.build_vectors` after a vocabulary file changes; a
+test fails while it is stale), so a cold `rag search` only reads them. Phrases they lack —
+added from RAG_SEARCH_VOCABULARY_DIR, or all of them for another model — are embedded on
+first use in their language and kept under RAG_HOME for the next process.
 """
 
 import hashlib
@@ -27,7 +27,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +35,6 @@ from numpy.typing import NDArray
 logger = logging.getLogger(__name__)
 
 Embed = Callable[[str], NDArray[np.float32]]
-
-_PACKAGE = "rag_pipeline.search.vocabulary"
-# The languages whose phrases ship as vectors: those the bundled model knows.
-BUNDLED_LANGUAGES = ("en",)
 
 
 @dataclass(frozen=True)
@@ -50,11 +45,6 @@ class SimilarEntry:
     expansion: str
     similarity: float
     shared_words: int = 0  # the phrase's words, other than function words, the query holds
-
-
-def bundled_file(language: str) -> Path:
-    """Where the package keeps the bundled model's vectors of `language`'s phrases."""
-    return Path(str(resources.files(_PACKAGE).joinpath(f"{language}.vectors.npz")))
 
 
 def read_vectors(path: Path, model_id: str) -> tuple[list[str], NDArray[np.float32]]:
@@ -100,8 +90,10 @@ class PhraseVectors:
         embed: Embed,
         model_id: str,
         cache_dir: Path | None,
+        bundled: Callable[[str], Sequence[Path]] = lambda language: (),
     ) -> None:
-        """`phrases(language)` gives (phrase, expansion) pairs; `embed` the model's vectors.
+        """`phrases(language)` gives (phrase, expansion) pairs; `embed` the model's vectors;
+        `bundled(language)` the vectors files shipped for the language's phrases.
 
         `cache_dir` keeps the vectors of phrases the package does not ship (None: kept in
         memory only).
@@ -110,6 +102,7 @@ class PhraseVectors:
         self._embed = embed
         self._model_id = model_id
         self._cache_dir = cache_dir
+        self._bundled = bundled
         self._lock = threading.Lock()
         self._loaded: dict[str, tuple[list[tuple[str, str]], NDArray[np.float32]]] = {}
 
@@ -151,7 +144,9 @@ class PhraseVectors:
                 blocks.append(found[1])
             return {phrase: row for row, phrase in enumerate(phrases)}
 
-        rows = add(read_vectors(bundled_file(language), self._model_id))
+        rows: dict[str, int] = {}
+        for path in self._bundled(language):
+            rows = add(read_vectors(path, self._model_id))
         cache = self._cache_file(language)
         if cache is not None and not wanted <= rows.keys():
             rows = add(read_vectors(cache, self._model_id))

@@ -204,18 +204,19 @@ class ADSource(IdempiereSource):
     ) -> Callable[[Any], render.Rendered]:
         """A function rendering one row of `entity`, with the children of `ids` preloaded."""
         params: dict[str, Any] = {"lang": language, "ids": ids}
+        labels = render.labels_for(language)
         if entity == "table":
             columns = self._children(q.COLUMNS_OF_TABLES, ColumnRow, params)
-            return lambda row: render.render_table(row, columns.get(row.id, []))
+            return lambda row: render.render_table(row, columns.get(row.id, []), labels)
         if entity == "window":
             tabs: dict[int, list[TabRow]] = self._children(q.TABS_OF_WINDOWS, TabRow, params)
             tab_ids = [t.id for ts in tabs.values() for t in ts]
             fields = self._children(q.FIELDS_OF_TABS, FieldLine, {**params, "ids": tab_ids})
-            return lambda row: render.render_window(row, tabs.get(row.id, []), fields)
+            return lambda row: render.render_window(row, tabs.get(row.id, []), fields, labels)
         if entity == "tab":
             fields = self._children(q.FIELDS_OF_TABS, FieldLine, params)
-            return lambda row: render.render_tab(row, fields.get(row.id, []))
+            return lambda row: render.render_tab(row, fields.get(row.id, []), labels)
         if entity == "process":
             parameters = self._children(q.PARAMETERS_OF_PROCESSES, ParameterRow, params)
-            return lambda row: render.render_process(row, parameters.get(row.id, []))
-        return render.render_field
+            return lambda row: render.render_process(row, parameters.get(row.id, []), labels)
+        return lambda row: render.render_field(row, labels)

@@ -4,6 +4,8 @@ Every document names the entity in words and by its database identifiers (`Table
 `C_BPartner_ID`, `AD_Window_ID 123`) so both a question and an identifier search find it.
 Dictionary text is plain text, except that some Help uses HTML (`<br>`, `<b>`): that goes
 through the HTML converter, everything else is escaped so a `*` or `_` in it stays literal.
+The words of the templates around it are in the document's language (English and Spanish;
+another language falls back to English), so a Spanish document reads as Spanish.
 """
 
 import re
@@ -25,9 +27,90 @@ from rag_pipeline.sources.idempiere.ad_records import (
 )
 
 # Part of every document's version: bump it when the Markdown below changes.
-RENDER_VERSION = 2
+RENDER_VERSION = 3
 SEPARATOR = " › "
-WINDOW_TYPES = {"M": "Maintain", "T": "Transaction", "Q": "Query"}
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The template words of the rendered documents, in one language."""
+
+    window: str = "Window"
+    window_types: tuple[tuple[str, str], ...] = (
+        ("M", "Maintain"),
+        ("T", "Transaction"),
+        ("Q", "Query"),
+    )
+    with_tabs: str = "with the tabs"
+    tabs: str = "Tabs"
+    table: str = "Table"
+    view: str = "View"
+    tab_level: str = "tab level"
+    fields: str = "Fields"
+    columns_of: str = "Columns of"
+    column_header: str = "| Name | Column | Description |"
+    key: str = "key"
+    tab: str = "Tab"
+    of_window: str = "of the window"
+    on_table: str = "on table"
+    note_when_saving: str = "Note when saving"
+    field: str = "Field"
+    in_context: str = "in"
+    column: str = "column"
+    no_column: str = "a field without column"
+    of_table: str = "of table"
+    report: str = "Report"
+    process: str = "Process"
+    search_key: str = "search key"
+    implemented_by: str = "Implemented by"
+    parameters: str = "Parameters"
+    mandatory: str = "mandatory"
+    range: str = "range"
+
+    def window_type(self, code_: str) -> str:
+        """The words of a window type code (`M` → Maintain); an unknown code as it is."""
+        return dict(self.window_types).get(code_, code_)
+
+
+ENGLISH = Labels()
+SPANISH = Labels(
+    window="Ventana",
+    window_types=(("M", "Mantener"), ("T", "Transacción"), ("Q", "Consulta")),
+    with_tabs="con las pestañas",
+    tabs="Pestañas",
+    table="Tabla",
+    view="Vista",
+    tab_level="nivel de pestaña",
+    fields="Campos",
+    columns_of="Columnas de",
+    column_header="| Nombre | Columna | Descripción |",
+    key="clave",
+    tab="Pestaña",
+    of_window="de la ventana",
+    on_table="en la tabla",
+    note_when_saving="Nota al guardar",
+    field="Campo",
+    in_context="en",
+    column="columna",
+    no_column="un campo sin columna",
+    of_table="de la tabla",
+    report="Informe",
+    process="Proceso",
+    search_key="clave de búsqueda",
+    implemented_by="Implementado por",
+    parameters="Parámetros",
+    mandatory="obligatorio",
+    range="rango",
+)
+# By the language part of an iDempiere language code (`es_CO` → `es`).
+_LABELS = {"en": ENGLISH, "es": SPANISH}
+
+
+def labels_for(language: str) -> Labels:
+    """The template words for an iDempiere language (`es_CO`); English when not translated."""
+    return _LABELS.get(language.split("_", 1)[0].lower(), ENGLISH)
+
+
 _HTML_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
 # Characters that can start Markdown syntax anywhere in a line; `_` only where it could open or
 # close emphasis (not inside identifiers like C_BPartner_ID, which stay readable in raw).
@@ -82,22 +165,25 @@ def _field_list(fields: Sequence[FieldLine]) -> str:
     return ", ".join(items)
 
 
-def render_table(table: TableRow, columns: Sequence[ColumnRow]) -> Rendered:
+def render_table(
+    table: TableRow, columns: Sequence[ColumnRow], labels: Labels = ENGLISH
+) -> Rendered:
     """A table with its columns: name, column name, description."""
-    kind = "View" if table.isview == "Y" else "Table"
+    kind = labels.view if table.isview == "Y" else labels.table
     lines = [
         f"{kind} {code(table.tablename)} — **{cell(table.name)}** (AD_Table_ID {table.id}).",
         text(table.description),
         text(table.help),
     ]
     if columns:
-        rows = ["| Name | Column | Description |", "| --- | --- | --- |"]
+        key = f" ({labels.key})"
+        rows = [labels.column_header, "| --- | --- | --- |"]
         rows += [
-            f"| {cell(c.name)} | {code(c.columnname)}{' (key)' if c.iskey == 'Y' else ''} "
+            f"| {cell(c.name)} | {code(c.columnname)}{key if c.iskey == 'Y' else ''} "
             f"| {cell(c.description)} |"
             for c in columns
         ]
-        lines.append(f"## Columns of {code(table.tablename)}\n\n" + "\n".join(rows))
+        lines.append(f"## {labels.columns_of} {code(table.tablename)}\n\n" + "\n".join(rows))
     return Rendered(
         title=table.name,
         breadcrumb=table.tablename,
@@ -107,24 +193,31 @@ def render_table(table: TableRow, columns: Sequence[ColumnRow]) -> Rendered:
 
 
 def render_window(
-    window: WindowRow, tabs: Sequence[TabRow], fields: dict[int, list[FieldLine]]
+    window: WindowRow,
+    tabs: Sequence[TabRow],
+    fields: dict[int, list[FieldLine]],
+    labels: Labels = ENGLISH,
 ) -> Rendered:
     """A window with its tabs and a summary of each tab's fields."""
-    kind = WINDOW_TYPES.get(window.windowtype, window.windowtype)
+    kind = labels.window_type(window.windowtype)
     # The tab names in the lead: they say what the window is for ("Customer", "Vendor") and
     # belong to the first section, which the window's own description opens.
-    tab_names = f" with the tabs {', '.join(cell(t.name) for t in tabs)}" if tabs else ""
+    tab_names = f" {labels.with_tabs} {', '.join(cell(t.name) for t in tabs)}" if tabs else ""
     lines = [
-        f"Window **{cell(window.name)}** ({kind}, AD_Window_ID {window.id}){tab_names}.",
+        f"{labels.window} **{cell(window.name)}** ({kind}, AD_Window_ID {window.id}){tab_names}.",
         text(window.description),
         text(window.help),
     ]
     if tabs:
-        lines.append("## Tabs")
+        lines.append(f"## {labels.tabs}")
     for tab in tabs:
-        where = f"Table {code(tab.tablename)}, tab level {tab.tablevel}." if tab.tablename else ""
+        where = (
+            f"{labels.table} {code(tab.tablename)}, {labels.tab_level} {tab.tablevel}."
+            if tab.tablename
+            else ""
+        )
         tab_fields = fields.get(tab.id, [])
-        summary = f"Fields: {_field_list(tab_fields)}." if tab_fields else ""
+        summary = f"{labels.fields}: {_field_list(tab_fields)}." if tab_fields else ""
         lines.append(
             _paragraphs(f"### {cell(tab.name)}", where, text(tab.description), summary).strip()
         )
@@ -136,17 +229,17 @@ def render_window(
     )
 
 
-def render_tab(tab: TabRow, fields: Sequence[FieldLine]) -> Rendered:
+def render_tab(tab: TabRow, fields: Sequence[FieldLine], labels: Labels = ENGLISH) -> Rendered:
     """A tab's help, in the context of its window."""
-    where = f" on table {code(tab.tablename)}" if tab.tablename else ""
+    where = f" {labels.on_table} {code(tab.tablename)}" if tab.tablename else ""
     warning = text(tab.commitwarning)
     lines = [
-        f"Tab **{cell(tab.name)}** of the window **{cell(tab.window_name)}**{where} "
-        f"(AD_Tab_ID {tab.id}, tab level {tab.tablevel}).",
+        f"{labels.tab} **{cell(tab.name)}** {labels.of_window} **{cell(tab.window_name)}**{where} "
+        f"(AD_Tab_ID {tab.id}, {labels.tab_level} {tab.tablevel}).",
         text(tab.description),
         text(tab.help),
-        f"Note when saving: {warning}" if warning else "",
-        f"Fields: {_field_list(fields)}." if fields else "",
+        f"{labels.note_when_saving}: {warning}" if warning else "",
+        f"{labels.fields}: {_field_list(fields)}." if fields else "",
     ]
     return Rendered(
         title=tab.name,
@@ -156,13 +249,14 @@ def render_tab(tab: TabRow, fields: Sequence[FieldLine]) -> Rendered:
     )
 
 
-def render_field(row: FieldRow) -> Rendered:
+def render_field(row: FieldRow, labels: Labels = ENGLISH) -> Rendered:
     """A field's help, in the context `Window › Tab › Field`."""
     context = SEPARATOR.join([row.window_name, row.tab_name, row.name])
-    column = f"column {code(row.columnname)}" if row.columnname else "a field without column"
-    table = f" of table {code(row.tablename)}" if row.tablename else ""
+    column = f"{labels.column} {code(row.columnname)}" if row.columnname else labels.no_column
+    table = f" {labels.of_table} {code(row.tablename)}" if row.tablename else ""
     lines = [
-        f"Field **{cell(row.name)}** in {cell(context)}: {column}{table} (AD_Field_ID {row.id}).",
+        f"{labels.field} **{cell(row.name)}** {labels.in_context} {cell(context)}: "
+        f"{column}{table} (AD_Field_ID {row.id}).",
         text(row.description),
         text(row.help),
     ]
@@ -179,11 +273,15 @@ def render_field(row: FieldRow) -> Rendered:
     )
 
 
-def render_process(process: ProcessRow, parameters: Sequence[ParameterRow]) -> Rendered:
+def render_process(
+    process: ProcessRow, parameters: Sequence[ParameterRow], labels: Labels = ENGLISH
+) -> Rendered:
     """A process or report with its parameters."""
-    kind = "Report" if process.isreport == "Y" else "Process"
-    key = f", search key {code(process.value)}" if process.value else ""
-    implementation = f" Implemented by {code(process.classname)}." if process.classname else ""
+    kind = labels.report if process.isreport == "Y" else labels.process
+    key = f", {labels.search_key} {code(process.value)}" if process.value else ""
+    implementation = (
+        f" {labels.implemented_by} {code(process.classname)}." if process.classname else ""
+    )
     lines = [
         f"{kind} **{cell(process.name)}** (AD_Process_ID {process.id}{key}).{implementation}",
         text(process.description),
@@ -194,16 +292,23 @@ def render_process(process: ProcessRow, parameters: Sequence[ParameterRow]) -> R
         for p in parameters:
             flags = ", ".join(
                 flag
-                for flag, on in (("mandatory", p.ismandatory == "Y"), ("range", p.isrange == "Y"))
+                for flag, on in (
+                    (labels.mandatory, p.ismandatory == "Y"),
+                    (labels.range, p.isrange == "Y"),
+                )
                 if on
             )
             head = f"- **{cell(p.name)}** ({code(p.columnname)}{', ' + flags if flags else ''})"
             detail = " ".join(x for x in (cell(p.description), cell(p.help)) if x)
             items.append(f"{head}: {detail}" if detail else head)
-        lines.append("## Parameters\n\n" + "\n".join(items))
+        lines.append(f"## {labels.parameters}\n\n" + "\n".join(items))
     return Rendered(
         title=process.name,
         breadcrumb=SEPARATOR.join([kind, process.name]),
         body=_paragraphs(*lines),
-        metadata={"kind": kind.lower(), "value": process.value, "parameters": len(parameters)},
+        metadata={
+            "kind": "report" if process.isreport == "Y" else "process",
+            "value": process.value,
+            "parameters": len(parameters),
+        },
     )

@@ -63,13 +63,13 @@ class KnownAnswerScore:
 
     @property
     def hit_rate(self) -> float:
-        """Share of cases answered in the top k (1.0 when there are no cases)."""
-        return self.hits / self.cases if self.cases else 1.0
+        """Share of cases answered in the top k (0 when there are no cases: nothing found)."""
+        return self.hits / self.cases if self.cases else 0.0
 
     @property
     def mean_reciprocal_rank(self) -> float:
         """MRR over the top k (0 for a case not found)."""
-        return self.reciprocal_rank_sum / self.cases if self.cases else 1.0
+        return self.reciprocal_rank_sum / self.cases if self.cases else 0.0
 
 
 def build_known_answers(

@@ -1,8 +1,8 @@
-"""How the Application Dictionary's documents rank (applied by `search/source_rules.py`)."""
+"""How the Application Dictionary's documents rank (found by `search/plugins.py`)."""
 
 import re
 
-from rag_pipeline.search.source_rules import SourceRanking, TitleWeight
+from rag_pipeline.core.source_rules import SourceRanking, TitleWeight
 
 # The import windows and processes ("Import Business Partner", "Importar Activos Fijos") repeat
 # their target's name and every column of it, so they outrank the window a question means
@@ -22,7 +22,7 @@ PROCESS_WORDS = re.compile(
 
 RANKINGS = (
     SourceRanking(
-        source_type="ad_metadata",
+        source_type="ad_metadata",  # ad.SOURCE_TYPE (not imported: a cold search stays light)
         whole_documents=True,
         title_weights=(
             TitleWeight(

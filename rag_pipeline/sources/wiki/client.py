@@ -18,11 +18,11 @@ that keeps answering `continue` stops after `max_listing_requests` requests or
 (anything else could answer in the wiki's name).
 
 Every request uses `format=json&formatversion=2` (lists instead of id-keyed objects, booleans
-instead of empty strings); MediaWiki 1.35 (the iDempiere wiki) answers errors as
+instead of empty strings), decoded with a bound on nesting (`core/json_limits.py`: too deep fails
+the request as `toodeep`, not retried); MediaWiki 1.35 (the iDempiere wiki) answers errors as
 `{"error": {"code", "info"}}` with HTTP 200, so errors are read from the body, not the status.
 """
 
-import json
 import logging
 import re
 import threading
@@ -35,6 +35,7 @@ from urllib.parse import quote
 import httpx
 
 from rag_pipeline.core.http_retry import RetryableError, RetryPolicy, parse_retry_after, retrying
+from rag_pipeline.core.json_limits import JSONTooDeepError, loads_bounded
 from rag_pipeline.core.redact import url_without_credentials
 from rag_pipeline.sources.wiki.http import (
     BodyEncodingError,
@@ -52,6 +53,7 @@ MAX_IDS_PER_QUERY = 50
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_LISTING_REQUESTS = 1000
 DEFAULT_MAX_LISTING_SECONDS = 900.0
+DEFAULT_MAX_FETCH_SECONDS = 300.0
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
 _ASCII_INT = re.compile(r"-?[0-9]{1,18}")
@@ -125,6 +127,9 @@ class MediaWikiClient:
         max_request_seconds: the longest one response may take to arrive in full.
         max_listing_requests: requests one listing (`query_all`) may make.
         max_listing_seconds: seconds one listing may take, retries included.
+        max_fetch_seconds: seconds one `get` may take, every attempt and wait included (a
+            server answering a byte a second would otherwise cost every attempt's
+            `max_request_seconds`).
         sleep: waits between retries (tests pass a recorder instead of `time.sleep`).
         transport: an httpx transport, for tests that speak to an in-process app.
     """
@@ -142,6 +147,7 @@ class MediaWikiClient:
         max_request_seconds: float = 120.0,
         max_listing_requests: int = DEFAULT_MAX_LISTING_REQUESTS,
         max_listing_seconds: float = DEFAULT_MAX_LISTING_SECONDS,
+        max_fetch_seconds: float = DEFAULT_MAX_FETCH_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -154,6 +160,7 @@ class MediaWikiClient:
         self.max_request_seconds = max_request_seconds
         self.max_listing_requests = max_listing_requests
         self.max_listing_seconds = max_listing_seconds
+        self.max_fetch_seconds = max_fetch_seconds
         self.warnings: list[str] = []
         self.request_count = 0
         self._origin = httpx.URL(api_url)
@@ -199,31 +206,36 @@ class MediaWikiClient:
         query: dict[str, str | int] = {"format": "json", "formatversion": 2, **params}
         if self.maxlag:
             query["maxlag"] = self.maxlag
+        # The fetch budget bounds attempts and waits; a listing's deadline only the waits (the
+        # listing reports it itself).
+        budget = time.monotonic() + self.max_fetch_seconds
+        end = budget if deadline is None else min(deadline, budget)
         attempts = 0
         try:
             for attempt in retrying(
-                self.retry, sleep=self._sleep, deadline=deadline, before_sleep=_log_retry
+                self.retry, sleep=self._sleep, deadline=end, before_sleep=_log_retry
             ):
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    return self._attempt(query)
+                    return self._attempt(query, budget)
         except RetryableError as exc:
+            spent = " (RAG_WIKI_FETCH_SECONDS spent)" if time.monotonic() >= budget else ""
             raise WikiApiError(
-                "unavailable", f"{self.shown_url}: {exc} after {attempts} attempts"
+                "unavailable", f"{self.shown_url}: {exc} after {attempts} attempts{spent}"
             ) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _attempt(self, query: dict[str, str | int]) -> dict[str, Any]:
+    def _attempt(self, query: dict[str, str | int], end: float) -> dict[str, Any]:
         with self._slots:
             self._count()
-            status, headers, body = self._request(query)
+            status, headers, body = self._request(query, end)
         retry_after = parse_retry_after(headers.get("Retry-After"))
         if status in _RETRY_STATUS:
             raise RetryableError(f"HTTP {status}", retry_after=retry_after)
         if status >= 400:
             # 4xx other than 429: asking again gives the same answer.
             raise WikiApiError(f"http{status}", f"{self.shown_url} refused the request")
-        data = _decode(body)
+        data = _decode(body, self.shown_url)
         error = json_object(data.get("error"))
         if error.get("code") == "maxlag":
             raise RetryableError(f"maxlag: {error.get('info', '')}", retry_after=retry_after)
@@ -233,10 +245,11 @@ class MediaWikiClient:
         self._note_warnings(data.get("warnings"), query)
         return data
 
-    def _request(self, query: dict[str, str | int]) -> tuple[int, httpx.Headers, bytes]:
-        """Status, headers and body of one GET, redirects within the API's origin followed."""
+    def _request(self, query: dict[str, str | int], end: float) -> tuple[int, httpx.Headers, bytes]:
+        """Status, headers and body of one GET, redirects within the API's origin followed,
+        all of it within `max_request_seconds` and before `end` (the fetch budget's)."""
         url = self._origin.copy_merge_params(query)
-        deadline = time.monotonic() + self.max_request_seconds
+        deadline = min(time.monotonic() + self.max_request_seconds, end)
         try:
             for _ in range(_MAX_REDIRECTS + 1):
                 with self._http.stream("GET", url) as response:
@@ -250,6 +263,8 @@ class MediaWikiClient:
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise RetryableError(_one_line(f"{type(exc).__name__}: {exc}")) from None
         except BodyTimeoutError as exc:
+            if time.monotonic() >= end:
+                raise RetryableError(f"{exc} (the fetch budget ran out)") from None
             raise RetryableError(f"{exc} (over {self.max_request_seconds:g} s)") from None
         except BodyTooLargeError as exc:
             raise WikiApiError(
@@ -367,9 +382,12 @@ def _one_line(text: str) -> str:
     return " ".join("".join(c if c.isprintable() else " " for c in text[:2000]).split())[:300]
 
 
-def _decode(body: bytes) -> dict[str, Any]:
+def _decode(body: bytes, shown_url: str) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = loads_bounded(body)
+    except JSONTooDeepError as exc:
+        # Asking again gives the same answer: fail this request (for a page, that page).
+        raise WikiApiError("toodeep", f"{shown_url}: {exc}") from None
     except ValueError as exc:
         # A proxy's HTML error page or a response cut off mid-way: worth another try.
         raise RetryableError(_one_line(f"response is not JSON ({exc})")) from None

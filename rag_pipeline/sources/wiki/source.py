@@ -50,6 +50,7 @@ from rag_pipeline.core.source import (
 )
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.wiki.client import (
+    DEFAULT_MAX_FETCH_SECONDS,
     DEFAULT_MAX_LISTING_REQUESTS,
     DEFAULT_MAX_LISTING_SECONDS,
     DEFAULT_USER_AGENT,
@@ -119,6 +120,7 @@ class WikiConfig:
         max_bytes: the largest page (rendered HTML, or an export's wikitext) indexed.
         max_listing_requests: requests one listing may make (`continue` pages).
         max_listing_seconds: seconds one listing may take.
+        max_fetch_seconds: seconds one request (a page's fetch) may take, retries included.
     """
 
     api_url: str | None = None
@@ -133,6 +135,7 @@ class WikiConfig:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_listing_requests: int = DEFAULT_MAX_LISTING_REQUESTS
     max_listing_seconds: float = DEFAULT_MAX_LISTING_SECONDS
+    max_fetch_seconds: float = DEFAULT_MAX_FETCH_SECONDS
 
     @classmethod
     def from_settings(cls, settings: Settings, *, xml_file: Path | None = None) -> "WikiConfig":
@@ -149,6 +152,7 @@ class WikiConfig:
             max_bytes=settings.wiki_max_bytes,
             max_listing_requests=settings.wiki_max_listing_requests,
             max_listing_seconds=settings.wiki_listing_timeout_seconds,
+            max_fetch_seconds=settings.wiki_fetch_seconds,
         )
 
     @property
@@ -247,6 +251,7 @@ class WikiSource(Source):
                 max_response_bytes=config.max_response_bytes,
                 max_listing_requests=config.max_listing_requests,
                 max_listing_seconds=config.max_listing_seconds,
+                max_fetch_seconds=config.max_fetch_seconds,
             )
 
     @property
