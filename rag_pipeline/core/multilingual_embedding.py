@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rag_pipeline.core.embedding import EmbeddingModelError, ModelSpec, verify_sha256
+from rag_pipeline.core.model_files import EmbeddingModelError, ModelSpec, verify_sha256
 
 USE_MODEL_ID = "use-multilingual-v3"
 E5_MODEL_ID = "multilingual-e5-small-q4"
