@@ -50,11 +50,11 @@ def texts(shared: Path, count: int) -> list[str]:
 
 def child(path: Path, arena: bool, max_texts: int, max_tokens: int) -> None:
     """Embed the texts in `path` with one setting; print JSON figures."""
-    from rag_pipeline.core.embedding import Embedder, ModelSpec
+    from rag_pipeline.core.embedding import ModelSpec, open_embedder
 
     items = json.loads(path.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as models:
-        embedder = Embedder(
+        embedder = open_embedder(
             ModelSpec("all-MiniLM-L6-v2-int8"),
             models_dir=Path(models),
             batch_size=max_texts,

@@ -91,9 +91,9 @@ class Chunk:
 def _load(model: str, threads: int) -> tuple[Callable[[list[str]], Any], Callable[[str], Any]]:
     """Load `model`; its passage and query encoders."""
     if model == "minilm":
-        from rag_pipeline.core.embedding import BUNDLED_MODEL_ID, Embedder, ModelSpec
+        from rag_pipeline.core.embedding import BUNDLED_MODEL_ID, ModelSpec, open_embedder
 
-        embedder = Embedder(
+        embedder = open_embedder(
             ModelSpec(BUNDLED_MODEL_ID),
             models_dir=Path(tempfile.mkdtemp(prefix="minilm-")),
             threads=threads,

@@ -202,7 +202,7 @@ def main() -> None:
     if not (args.shared / "fixtures").is_dir():
         sys.exit(f"fixtures not found under {args.shared}; pass --shared")
 
-    from rag_pipeline.core.embedding import BUNDLED_MODEL_ID, Embedder, ModelSpec
+    from rag_pipeline.core.embedding import BUNDLED_MODEL_ID, ModelSpec, open_embedder
 
     queries = [json.loads(line) for line in QUERIES.read_text(encoding="utf-8").splitlines()]
     documents = load_corpus(args.shared)
@@ -211,7 +211,7 @@ def main() -> None:
     if missing:
         sys.exit(f"labels name documents not in the corpus: {sorted(missing)}")
     with tempfile.TemporaryDirectory() as models:
-        embedder = Embedder(ModelSpec(BUNDLED_MODEL_ID), models_dir=Path(models))
+        embedder = open_embedder(ModelSpec(BUNDLED_MODEL_ID), models_dir=Path(models))
         query_vectors = np.stack([embedder.embed_query(q["query"]) for q in queries])
         print(
             f"corpus: {len(documents)} documents; {len(queries)} labelled queries; "

@@ -35,7 +35,7 @@ def cli_env(
     conninfo = resolve_conninfo(load_settings())
     with connect(conninfo) as conn:
         conn.execute("DROP SCHEMA IF EXISTS rag CASCADE")
-    from rag_pipeline.operations import runtime
+    from rag_pipeline.store import runtime
 
     runtime._ready.clear()  # the schema is gone: migrate again
     yield {"RAG_HOME": str(rag_home)}

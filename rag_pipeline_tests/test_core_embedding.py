@@ -10,6 +10,7 @@ from rag_pipeline.core.embedding import (
     Embedder,
     EmbeddingModelError,
     ModelSpec,
+    open_embedder,
     verify_sha256,
 )
 
@@ -56,7 +57,7 @@ def test_tampered_model_file_is_refused(tmp_path: Path) -> None:
 
 def test_unknown_model_is_not_downloaded(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingModelError, match="RAG_EMBEDDING_ALLOW_DOWNLOAD"):
-        Embedder(ModelSpec("BAAI/bge-small-en-v1.5"), models_dir=tmp_path)
+        open_embedder(ModelSpec("BAAI/bge-small-en-v1.5"), models_dir=tmp_path)
     # Nothing was fetched into the cache folder.
     cached = (
         list((tmp_path / "fastembed").rglob("*.onnx")) if (tmp_path / "fastembed").exists() else []
@@ -75,7 +76,7 @@ def test_local_folder_model_loads(tmp_path: Path, embedder: Embedder) -> None:
     for file in source.iterdir():
         if file.suffix in (".json", ".txt"):
             (folder / file.name).symlink_to(file)
-    local = Embedder(ModelSpec("my-model", local_path=folder), models_dir=tmp_path / "models")
+    local = open_embedder(ModelSpec("my-model", local_path=folder), models_dir=tmp_path / "models")
     assert local.model_id.startswith("my-model@")
     assert local.dimension == 384
     np.testing.assert_allclose(

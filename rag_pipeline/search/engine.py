@@ -33,6 +33,7 @@ from rag_pipeline.search.understanding import AddedWords, PreparedQuery, Underst
 from rag_pipeline.search.vocabulary.phrase_vectors import SimilarEntry
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.settings.ranking import Ranking
+from rag_pipeline.store.migrations import check_stored_model
 from rag_pipeline.store.pool import search_pool, without_timeout
 from rag_pipeline.store.runtime import ready_conninfo
 
@@ -61,6 +62,9 @@ class Searcher:
         `keyword_scorer="ts_rank"` ranks the keyword leg by PostgreSQL's ts_rank instead of
         the BM25-style score (kept to measure one against the other). `keyword_scan` overrides
         the keyword leg's budget of chunks (benchmarks/search.py compares it with all).
+
+        Raises:
+            ModelMismatchError: the index holds vectors of another model.
         """
         self.settings = settings or load_settings()
         self.ranking = Ranking.from_settings(self.settings)
@@ -70,6 +74,8 @@ class Searcher:
         self.keyword_scan = keyword_scan or self.ranking.keyword_scan
         # Shared with the agent tools; restarts a stopped embedded server and reconnects.
         self._pool = search_pool(self.settings, conninfo)
+        model_id = self.embedder.model_id
+        self._pool.run(lambda conn: check_stored_model(conn, model_id))
         self.rules = source_rankings()
         glossary = GlossaryCache(self._pool.run)
         self.understanding = Understanding(

@@ -40,7 +40,8 @@ class IndexSettings(BaseSettings):
 
     embedding_model: str = Field(
         default=BUNDLED_MODEL,
-        description="The bundled model, any fastembed model name, or a name for a local folder.",
+        description="The bundled model, use-multilingual-v3 or multilingual-e5-small-q4 (the"
+        " `multilingual` extra), any fastembed model name, or a name for a local folder.",
     )
     embedding_model_path: Path | None = Field(
         default=None, description="A local folder with model.onnx and tokenizer files."
@@ -49,7 +50,8 @@ class IndexSettings(BaseSettings):
         default=False, description="Let fastembed fetch a named model it does not have yet."
     )
     embedding_threads: Annotated[int, Field(ge=1, le=256)] | None = Field(
-        default=None, description="ONNX Runtime inference threads (default: ONNX Runtime's choice)."
+        default=None,
+        description="Inference threads (default: the model runtime's choice).",
     )
     embedding_batch_size: Annotated[int, Field(ge=1, le=4096)] = Field(
         default=64, description="Texts per inference batch."

@@ -5,7 +5,7 @@ No Dagster here: the resources, the CLI and the search module all come through t
 
 import threading
 
-from rag_pipeline.core.embedding import Embedder, ModelSpec
+from rag_pipeline.core.embedding import Embedder, ModelSpec, open_embedder
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.migrations import migrate
@@ -39,7 +39,7 @@ def ready_conninfo(settings: Settings) -> str:
 
 
 def load_embedder(settings: Settings) -> Embedder:
-    """The configured model, loaded once per process (an ONNX session is costly to build)."""
+    """The configured model, loaded once per process (loading one costs 0.3-2 s)."""
     spec = ModelSpec(
         name=settings.embedding_model,
         local_path=settings.embedding_model_path,
@@ -55,7 +55,7 @@ def load_embedder(settings: Settings) -> Embedder:
     )
     with _lock:
         if key not in _loaded:
-            _loaded[key] = Embedder(
+            _loaded[key] = open_embedder(
                 spec,
                 models_dir=settings.home / "models",
                 threads=settings.embedding_threads,

@@ -84,6 +84,24 @@ def stored_model(conn: psycopg.Connection) -> tuple[str, int] | None:
     return rows["model_id"], int(rows["dimension"])
 
 
+def check_stored_model(conn: psycopg.Connection, model_id: str) -> None:
+    """Refuse to compare a query's vector with vectors another model made.
+
+    Two models of the same dimension (MiniLM and multilingual e5: 384) would otherwise search
+    each other's vectors without an error, and return noise.
+    """
+    current = stored_model(conn)
+    if current is None or current[0] == model_id:
+        return
+    has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM rag.chunks)").fetchone()
+    if has_chunks and has_chunks[0]:
+        raise ModelMismatchError(
+            f"the index holds vectors of model {current[0]!r}, but RAG_EMBEDDING_MODEL is "
+            f"{model_id!r}: run `rag ingest --force` to re-embed everything with it, or set "
+            "RAG_EMBEDDING_MODEL back"
+        )
+
+
 def ensure_model(conn: psycopg.Connection, model_id: str, dimension: int, *, force: bool) -> None:
     """Bind the store to one embedding model: type the vector column and build its HNSW index.
 

@@ -1,0 +1,80 @@
+"""Swapping the embedding model on a built index: MiniLM → a multilingual model of the extra.
+
+Real Dagster job, real PostgreSQL + pgvector, the real models: the stored model is checked
+when ingest and search start, `--force` re-embeds everything, and then a Spanish question
+finds the English page.
+"""
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from rag_pipeline.core.embedding import BUNDLED_MODEL_ID
+from rag_pipeline.core.multilingual_embedding import E5_MODEL_ID, MULTILINGUAL_MODELS, USE_MODEL_ID
+from rag_pipeline.search import Searcher
+from rag_pipeline.settings import Settings, load_settings
+from rag_pipeline.store.connection import connect
+from rag_pipeline.store.migrations import ModelMismatchError, stored_model
+from rag_pipeline_tests.pipeline_helpers import ingest, write
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PAGES = {
+    "vendor-invoices.md": "# Vendor invoices\n\nEnter the invoice a supplier sends you in the "
+    "Invoice (Vendor) window: choose the business partner, the price list and the lines, then "
+    "complete the document so that it can be paid.",
+    "locators.md": "# Warehouse locators\n\nEvery locator has an aisle, a bin and a level "
+    "coordinate; one locator of each warehouse is the default.",
+    "roles.md": "# User roles\n\nA role grants access to windows, processes and reports; users "
+    "log in with one of their roles.",
+    "periods.md": "# Closing periods\n\nOpen and close accounting periods per month in the "
+    "Calendar, Year and Period window.",
+}
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+@pytest.mark.parametrize("model_id", [E5_MODEL_ID, USE_MODEL_ID])
+def test_a_forced_ingest_swaps_minilm_for_a_multilingual_model(
+    model_id: str,
+    rag_env: Settings,
+    database_url: str,
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    packaged = MULTILINGUAL_MODELS[model_id]
+    if importlib.util.find_spec(packaged.module) is None:
+        pytest.skip(f"{packaged.distribution} is not installed (the multilingual extra)")
+    corpus = tmp_path / "manual"
+    for name, text in PAGES.items():
+        write(corpus, name, text)
+    ingest(corpus, instance)
+    with connect(database_url) as conn:
+        assert stored_model(conn) == (BUNDLED_MODEL_ID, 384)
+
+    monkeypatch.setenv("RAG_EMBEDDING_MODEL", model_id)
+    # Both starts refuse the other model's vectors and name the command that re-embeds.
+    with pytest.raises(ModelMismatchError, match="rag ingest --force"):
+        Searcher(load_settings())
+    with pytest.raises(ModelMismatchError, match="rag ingest --force"):
+        ingest(corpus, instance)
+
+    stats = ingest(corpus, instance, force=True)
+    assert stats["model_id"] == model_id
+    assert stats["documents_changed"] + stats["documents_new"] == len(PAGES)
+    assert stats["chunks_reused"] == 0  # the cache holds MiniLM's vectors only
+    searcher = Searcher(load_settings())
+    with connect(database_url) as conn:
+        assert stored_model(conn) == (model_id, searcher.embedder.embed_query("x").shape[0])
+        assert conn.execute("SELECT count(*) FROM rag.documents").fetchone() == (len(PAGES),)
+
+    hits = searcher.search("¿Dónde registro la factura de un proveedor?", mode="vector", top_k=2)
+    assert hits[0].title == "Vendor invoices"
