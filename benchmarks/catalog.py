@@ -88,7 +88,7 @@ def _launch(url: str, partition: str) -> str:
             "repositoryLocationName": LOCATION,
             "repositoryName": "__repository__",
             "jobName": "__ASSET_JOB",
-            "assetSelection": [{"path": [f"files_{stage}"]} for stage in STAGES],
+            "assetSelection": [{"path": ["files", stage]} for stage in STAGES],
         },
         "mode": "default",
         "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},

@@ -27,7 +27,7 @@ from benchmarks.ingest import (
 
 REPO = Path(__file__).resolve().parents[1]
 
-BEFORE_EMBEDDINGS = ["files_raw", "files_markdown", "files_sanitized", "files_chunks"]
+BEFORE_EMBEDDINGS = ["files/raw", "files/markdown", "files/sanitized", "files/chunks"]
 
 
 def main() -> None:
@@ -72,7 +72,7 @@ def run(corpus: Path, home: Path) -> None:
             result = job.execute_in_process(
                 instance=instance,
                 partition_key=key,
-                asset_selection=[dg.AssetKey(name) for name in names],
+                asset_selection=[dg.AssetKey.from_user_string(name) for name in names],
                 run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
             )
             assert result.success
@@ -80,10 +80,10 @@ def run(corpus: Path, home: Path) -> None:
 
         materialize(BEFORE_EMBEDDINGS)
         started, own, server = time.perf_counter(), process_cpu(), _cpu_seconds(_server_pids(home))
-        result = materialize(["files_embeddings"])
+        result = materialize(["files/embeddings"])
         wall = time.perf_counter() - started
         own, server = process_cpu() - own, _cpu_seconds(_server_pids(home)) - server
-        (event,) = result.asset_materializations_for_node("files_embeddings")
+        (event,) = result.asset_materializations_for_node("files__embeddings")
         inside = float(event.metadata["embed_seconds"].value)  # type: ignore[arg-type]
         with connect(conninfo) as conn:
             texts = [r[0] for r in conn.execute("SELECT embedded_text FROM rag.chunks ORDER BY id")]

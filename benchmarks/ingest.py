@@ -279,7 +279,8 @@ def measure_tree_peak(command: list[str]) -> int:
     return peak
 
 
-STAGES = ("files_raw", "files_markdown", "files_sanitized", "files_chunks", "files_embeddings")
+# The op of each stage (asset `files/raw` runs as `files__raw`).
+STAGES = ("files__raw", "files__markdown", "files__sanitized", "files__chunks", "files__embeddings")
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -432,7 +433,7 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
             print(f"  {count:6} {site}")
     if os.environ.get(PHASE_FILE):
         Path(os.environ[PHASE_FILE]).touch()
-    stats = stages["files_embeddings"]
+    stats = stages["files__embeddings"]
     with connect(conninfo) as conn:
         texts = [r[0] for r in conn.execute("SELECT embedded_text FROM rag.chunks ORDER BY id")]
         distinct = len(set(texts))
@@ -445,8 +446,8 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
     )
     for node, meta in stages.items():
         print(f"  {node:<17} {meta.get('seconds', 0):7.2f} s")
-    print(f"  (embedding inside files_embeddings: {stats['embed_seconds']:.2f} s)")
-    conversion = stages["files_markdown"]["seconds"]
+    print(f"  (embedding inside files/embeddings: {stats['embed_seconds']:.2f} s)")
+    conversion = stages["files__markdown"]["seconds"]
     print(
         f"format conversion: {100 * conversion / first:.1f} % of the first ingest (target <= 5 %)"
     )
@@ -490,7 +491,7 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
     print(f"database size: {int(database_bytes[0]) / 2**20:.0f} MiB" if database_bytes else "")
 
     second, second_cpu, stages = ingest()
-    unchanged = stages["files_embeddings"]
+    unchanged = stages["files__embeddings"]
     print(
         f"unchanged re-ingest: {second:.2f} s ({second_cpu:.1f} CPU s) = "
         f"{100 * second / first:.1f} % of the first (target <= 3 %); "
@@ -500,7 +501,7 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
 
     edited = edit_documents(corpus, 0.01)
     third, third_cpu, stages = ingest()
-    changed = stages["files_embeddings"]
+    changed = stages["files__embeddings"]
     print(
         f"re-ingest with {edited} documents (1 %) edited: {third:.2f} s ({third_cpu:.1f} CPU s) "
         f"= {100 * third / first:.1f} % of the first (target <= 5 %); "

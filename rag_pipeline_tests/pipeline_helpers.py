@@ -12,8 +12,9 @@ from rag_pipeline.settings import load_settings
 
 def force_config(job: dg.JobDefinition, source: str = "files") -> dict[str, Any]:
     """Run config that recomputes every stage of a source's chain."""
+    # The op of the asset `[source, stage]` is `source__stage`.
     stages = {
-        f"{source}_{stage}" for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings")
+        f"{source}__{stage}" for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings")
     }
     return {
         "ops": {
@@ -36,7 +37,7 @@ def ingest(
         instance=instance, partition_key=key, run_config=force_config(job) if force else None
     )
     assert result.success
-    (materialization,) = result.asset_materializations_for_node("files_embeddings")
+    (materialization,) = result.asset_materializations_for_node("files__embeddings")
     return {name: value.value for name, value in materialization.metadata.items()}
 
 

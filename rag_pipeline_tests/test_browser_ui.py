@@ -106,9 +106,9 @@ def _runs_of_asset_job(url: str) -> dict[str, str]:
 
 
 def _materialize_one_partition(page: "playwright_api.Page", url: str, partition: str) -> str:
-    """Click Materialize on files_embeddings, pick one partition, launch; the run's id."""
+    """Click Materialize on files/embeddings, pick one partition, launch; the run's id."""
     before = _runs_of_asset_job(url)
-    page.goto(f"{url}/assets/files_embeddings")
+    page.goto(f"{url}/assets/files/embeddings")
     page.get_by_role("button", name="Materialize").first.click()
     page.get_by_text("Select a partition or create one").click()
     page.keyboard.type(partition)
@@ -173,7 +173,7 @@ def _run_check_alone_on_a_partition(url: str, check: str, partition: str) -> str
             "repositoryName": "__repository__",
             "jobName": "files_ingest_job",
             "assetSelection": [],
-            "assetCheckSelection": [{"assetKey": {"path": ["files_embeddings"]}, "name": check}],
+            "assetCheckSelection": [{"assetKey": {"path": ["files", "embeddings"]}, "name": check}],
         },
         "runConfigData": "{}",
         "mode": "default",
@@ -209,20 +209,22 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
             skip = page.get_by_role("button", name="Skip")  # the first-visit newsletter dialog
             skip.wait_for()
             skip.click()
-            # The catalog lists every asset of every source.
+            # The catalog lists every asset of every source, by its key (`files / raw`).
             for spec in SOURCES:
                 for stage in STAGES:
-                    page.get_by_text(spec.asset_name(stage), exact=True).first.wait_for()
+                    name = " / ".join(spec.asset_key(stage).path)
+                    page.get_by_text(name, exact=True).first.wait_for()
             page.get_by_text("ingest_errors", exact=True).first.wait_for()
             # The lineage graph of the files source.
             page.set_viewport_size({"width": 1600, "height": 760})
             page.goto(f"{webserver}/locations/rag_pipeline.definitions/asset-groups/files")
-            page.get_by_text("files_embeddings", exact=True).first.wait_for()
+            # Its boxes are named by stage: the group says the source.
+            page.get_by_text("embeddings", exact=True).first.wait_for()
             page.wait_for_timeout(3000)  # let the layout settle before the picture
             page.screenshot(path=str(tmp_path / "asset-graph.png"))
             # One asset's page: its last materialization's metadata.
             page.set_viewport_size({"width": 1600, "height": 1400})
-            page.goto(f"{webserver}/assets/files_embeddings")
+            page.goto(f"{webserver}/assets/files/embeddings")
             page.get_by_text("chunks_embedded").first.wait_for()
             page.get_by_text("documents_new").first.wait_for()
             page.screenshot(path=str(tmp_path / "files_embeddings.png"))
@@ -240,7 +242,7 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
             assert [o["partition"] for o in observed] == ["demo"]
             # The checks' own "Execute all": judges every partition, one result each.
             before = _all_runs(webserver)
-            page.goto(f"{webserver}/assets/files_embeddings?view=checks")
+            page.goto(f"{webserver}/assets/files/embeddings?view=checks")
             execute_all = page.get_by_role("button", name="Execute all").first
             execute_all.wait_for()
             page.wait_for_timeout(1000)
@@ -257,7 +259,7 @@ def test_asset_graph_and_an_asset_page_show_every_source_and_the_metadata(
             ]
             # Its figures are plotted per partition.
             page.goto(
-                f"{webserver}/assets/files_embeddings?view=checks&checkDetail=index_integrity"
+                f"{webserver}/assets/files/embeddings?view=checks&checkDetail=index_integrity"
             )
             page.get_by_text("chunks [demo]").first.wait_for()
             page.wait_for_timeout(2000)

@@ -40,6 +40,9 @@ _GERMAN = {
 _WINDOWS = (139, 200074, 123)
 QUESTION = "Wo lege ich ein neues Lager mit seinen Lagerorten an?"
 
+# The op of the glossary asset (`ad_metadata/glossary` runs as `ad_metadata__glossary`).
+GLOSSARY_OP = AD_METADATA.glossary_key.to_python_identifier()
+
 
 @pytest.fixture
 def german_idempiere(
@@ -98,12 +101,12 @@ def test_a_german_question_finds_the_english_page_and_the_german_window(
         _run("files_ingest_job", DEMO_PARTITION, instance)
         _run(AD_METADATA.ingest_job, "window|de_DE", instance)
         result = _run(AD_METADATA.glossary_job, "de_DE", instance)
-        (built,) = result.asset_materializations_for_node(AD_METADATA.glossary_key.path[-1])
+        (built,) = result.asset_materializations_for_node(GLOSSARY_OP)
         assert built.metadata["word_pairs"] == dg.IntMetadataValue(2)
         assert built.metadata["rewritten"].value is True
         # The same dictionary again: the same version, nothing rewritten.
         again = _run(AD_METADATA.glossary_job, "de_DE", instance)
-        (kept,) = again.asset_materializations_for_node(AD_METADATA.glossary_key.path[-1])
+        (kept,) = again.asset_materializations_for_node(GLOSSARY_OP)
         assert kept.metadata["rewritten"].value is False
     settings = load_settings()
     with psycopg.connect(str(settings.vectordb_url)) as conn:

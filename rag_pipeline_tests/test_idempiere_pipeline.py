@@ -66,7 +66,7 @@ def _run(source: str, key: str, instance: dg.DagsterInstance) -> dict[str, Any]:
     assert result.success
     metadata: dict[str, Any] = {}
     for stage in ("raw", "markdown", "embeddings"):
-        (materialization,) = result.asset_materializations_for_node(f"{source}_{stage}")
+        (materialization,) = result.asset_materializations_for_node(f"{source}__{stage}")
         metadata[stage] = {name: v.value for name, v in materialization.metadata.items()}
     metadata["checks"] = [
         (e.check_name, e.partition, e.passed) for e in result.get_asset_check_evaluations()

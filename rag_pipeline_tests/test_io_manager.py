@@ -37,12 +37,12 @@ def _write(
     """Run partition `partition` listing `members`, of which `docs` changed."""
     with connect(vectordb.conninfo()) as conn:
         rows = [(key, f"i-{text}", _record(key, text)) for key, text in docs.items()]
-        stages.upsert_records(conn, "files_chunks", rows, "run")
+        stages.upsert_records(conn, "files/chunks", rows, "run")
         stages.set_partition_members(conn, "files", partition, members)
         store_vectors(conn, "m", [(text_sha256(t), _vector(t)) for t in docs.values()])
         conn.commit()
     context = dg.build_output_context(
-        asset_key=dg.AssetKey("files_embeddings"),
+        asset_key=dg.AssetKey(["files", "embeddings"]),
         partition_key=partition,
         asset_partitions_def=dg.StaticPartitionsDefinition(["A", "B"]),
         run_id=f"run-{partition}",
@@ -52,7 +52,7 @@ def _write(
         IndexOutput(
             "files",
             partition,
-            chunks_asset="files_chunks",
+            chunks_asset="files/chunks",
             model_id="m",
             ready={key: f"i-{text}" for key, text in docs.items()},
             stats={"x": 1},

@@ -54,7 +54,7 @@ def test_a_raw_materialized_alone_is_carried_downstream(rag_env: Settings, tmp_p
         before = dg.evaluate_automation_conditions(defs=definitions, instance=instance)
         job = definitions.resolve_job_def("files_ingest_job")
         result = job.execute_in_process(
-            instance=instance, partition_key=key, asset_selection=[dg.AssetKey("files_raw")]
+            instance=instance, partition_key=key, asset_selection=[dg.AssetKey(["files", "raw"])]
         )
         assert result.success
         evaluation = dg.evaluate_automation_conditions(
@@ -62,10 +62,10 @@ def test_a_raw_materialized_alone_is_carried_downstream(rag_env: Settings, tmp_p
         )
         # The rest of the chain, for that partition, in one run; nothing else moves.
         for stage in ("markdown", "sanitized", "chunks", "embeddings"):
-            requested = evaluation.get_requested_partitions(dg.AssetKey(f"files_{stage}"))
+            requested = evaluation.get_requested_partitions(dg.AssetKey(["files", stage]))
             assert requested == {key}, stage
-        assert not evaluation.get_requested_partitions(dg.AssetKey("files_raw"))
-        assert not evaluation.get_requested_partitions(dg.AssetKey("wiki_markdown"))
+        assert not evaluation.get_requested_partitions(dg.AssetKey(["files", "raw"]))
+        assert not evaluation.get_requested_partitions(dg.AssetKey(["wiki", "markdown"]))
 
 
 def _run_integrity_check(instance: dg.DagsterInstance, key: str) -> dg.AssetCheckEvaluation:

@@ -105,7 +105,7 @@ def test_one_rejected_document_never_stalls_the_partition(
     assert _indexed(database_url) == sorted([*(f"a{i}" for i in range(8)), "about"])
     # Every downstream stage ran for the partition.
     for stage in ("raw", "markdown", "sanitized", "chunks", "embeddings"):
-        assert result.asset_materializations_for_node(f"toy_{stage}")
+        assert result.asset_materializations_for_node(f"toy__{stage}")
     evaluations = {c.check_name: c for c in result.get_asset_check_evaluations()}
     check = evaluations[NO_EDITORJS_SYNTAX]
     assert not check.passed
@@ -117,7 +117,7 @@ def test_one_rejected_document_never_stalls_the_partition(
     job = TOY.resolve_job_def(TOY_SPEC.ingest_job)
     alone = job.get_subset(asset_selection=set(), asset_check_selection={rule_key})
     again = alone.execute_in_process(instance=instance, partition_key="one")
-    assert not again.asset_materializations_for_node("toy_markdown")
+    assert not again.asset_materializations_for_node("toy__markdown")
     [rerun] = again.get_asset_check_evaluations()
     assert (rerun.passed, rerun.partition) == (False, "one")
     assert rerun.description is not None
@@ -150,7 +150,7 @@ def test_a_document_on_two_shelves_is_stored_once_and_moves_with_its_shelves(
     _run(instance, "one")
     second = _run(instance, "two")
     assert _indexed(database_url) == ["only-one", "shared"]
-    (embedded,) = second.asset_materializations_for_node("toy_embeddings")
+    (embedded,) = second.asset_materializations_for_node("toy__embeddings")
     assert embedded.metadata["chunks_embedded"].value == 0  # shelf one already did the work
 
     # It leaves shelf one: shelf two still lists it, so it stays; then it leaves both.

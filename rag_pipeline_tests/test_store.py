@@ -17,6 +17,7 @@ from rag_pipeline.store.migrations import (
     schema_version,
     stored_model,
 )
+from rag_pipeline.store.schema_objects import migrate_stepwise
 
 _CHUNK_COLUMNS = (
     "id, document_id, section_id, source_type, language, ordinal, heading, text, embedded_text,"
@@ -190,10 +191,10 @@ def test_stage_rows_keep_nul_and_surrogates_exactly(database_url: str) -> None:
     with connect(database_url) as conn:
         migrate(conn)
         stages.upsert_records(
-            conn, "files_raw", [("doc.md", "in", _raw("doc.md", body, "NUL\x00in title"))], "run-1"
+            conn, "files/raw", [("doc.md", "in", _raw("doc.md", body, "NUL\x00in title"))], "run-1"
         )
         conn.commit()
-        ((key, loaded),) = stages.load_records(conn, "files_raw", RawRecord, ["doc.md"])
+        ((key, loaded),) = stages.load_records(conn, "files/raw", RawRecord, ["doc.md"])
     assert key == "doc.md"
     assert loaded.body == body
     assert loaded.info.title == "NUL\ufffdin title"
@@ -203,15 +204,15 @@ def test_partition_membership_decides_what_is_orphaned(database_url: str) -> Non
     with connect(database_url) as conn:
         migrate(conn)
         rows = [(k, "i", _raw(k, f"text of {k}")) for k in ("a1", "a2", "shared", "b1")]
-        stages.upsert_records(conn, "files_raw", rows, "r1")
+        stages.upsert_records(conn, "files/raw", rows, "r1")
         assert stages.set_partition_members(conn, "files", "A", ["a1", "a2", "shared"]) == 0
         assert stages.set_partition_members(conn, "files", "B", ["b1", "shared"]) == 0
         # A drops a2 (listed nowhere else: an orphan) and shared (B still lists it).
         assert stages.set_partition_members(conn, "files", "A", ["a1"]) == 1
-        assert stages.delete_orphans(conn, "files_raw", "files") == 1
+        assert stages.delete_orphans(conn, "files/raw", "files") == 1
         assert stages.partition_members(conn, "files", "A") == {"a1"}
         assert stages.partition_members(conn, "files", "B") == {"b1", "shared"}
-        in_b, _ = stages.partition_hashes(conn, "files_raw", "files", "B")
+        in_b, _ = stages.partition_hashes(conn, "files/raw", "files", "B")
         stored = conn.execute("SELECT doc_key FROM rag.stage_documents ORDER BY 1").fetchall()
     assert set(in_b) == {"b1", "shared"}
     assert [r[0] for r in stored] == ["a1", "b1", "shared"]
@@ -254,3 +255,26 @@ def test_folded_text_gives_what_its_first_version_gave(database_url: str, text: 
         ).fetchone()
     assert row is not None
     assert row[0] == row[1]
+
+
+def test_stage_rows_of_flat_keys_are_renamed_to_the_prefixed_keys(database_url: str) -> None:
+    m012 = next(m for m in available_migrations() if m.version == 12)
+    with connect(database_url) as conn:
+        migrate_stepwise(conn, 11)
+        for asset in ("files_raw", "k_entry_chunks", "ad_metadata_sanitized", "wiki_markdown"):
+            stages.upsert_records(
+                conn, asset, [("doc.md", "in", _raw("doc.md", "body", "t"))], "run-1"
+            )
+        conn.commit()
+        assert migrate(conn) == [12]
+        # Applied again (a restore of a dump): nothing changes.
+        conn.execute(m012.sql.encode())
+        names = [r[0] for r in conn.execute("SELECT asset_key FROM rag.stage_documents")]
+        ((key, loaded),) = stages.load_records(conn, "k_entry/chunks", RawRecord, ["doc.md"])
+    assert sorted(names) == [
+        "ad_metadata/sanitized",
+        "files/raw",
+        "k_entry/chunks",
+        "wiki/markdown",
+    ]
+    assert (key, loaded.body) == ("doc.md", "body")

@@ -38,7 +38,7 @@ def test_a_listing_that_never_ends_fails_its_run_naming_the_cause(
     assert result.exit_code == 1, result.output
     last = result.output.strip().splitlines()[-1]
     assert last.startswith(
-        "Error: 1 run failed: wiki/Category:Developer (wiki_raw: WikiApiError: MediaWiki API "
+        "Error: 1 run failed: wiki/Category:Developer (wiki/raw: WikiApiError: MediaWiki API "
         "error listinglimit: listing categorymembers Category:Developer still continued after "
         "3 requests (RAG_WIKI_MAX_LISTING_REQUESTS))"
     )

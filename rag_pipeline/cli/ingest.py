@@ -266,7 +266,8 @@ def _run_config(
         # Every stage reads it (IngestConfig); the checks take no config.
         from rag_pipeline.orchestration.source_registry import STAGES
 
-        stages = {spec.asset_name(stage) for stage in STAGES}
+        # An asset keyed `[source, stage]` runs as the op `source__stage`.
+        stages = {spec.asset_key(stage).to_python_identifier() for stage in STAGES}
         config["ops"] = {
             node.name: {"config": {"force": True}}
             for node in job.graph.nodes

@@ -52,7 +52,9 @@ def failure_cause(event: Any) -> str:
     cause = " ".join(error.message.split())
     _, found, message = cause.partition(f"{error.cls_name}: ")
     cause = f"{error.cls_name}: {message}" if found else cause
-    step = event.step_key or "a step"
+    from rag_pipeline.orchestration.source_registry import step_label
+
+    step = step_label(event.step_key) if event.step_key else "a step"
     return f"{step}: {cause}"[:_CAUSE_CHARS]
 
 

@@ -15,6 +15,7 @@ import psycopg
 
 from rag_pipeline.core.incremental import StageSummary
 from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, RawRecord, SanitizedRecord
+from rag_pipeline.core.stages import CHUNKS, MARKDOWN, RAW, SANITIZED, stored_name
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import stages
 
@@ -25,10 +26,10 @@ PARTITION_ROW_COUNT = "dagster/partition_row_count"
 SOURCE_METADATA = "rag/source"
 STAGE_METADATA = "rag/stage"
 STAGE_RECORDS: dict[str, type[Any]] = {
-    "raw": RawRecord,
-    "markdown": MarkdownRecord,
-    "sanitized": SanitizedRecord,
-    "chunks": ChunkedRecord,
+    RAW: RawRecord,
+    MARKDOWN: MarkdownRecord,
+    SANITIZED: SanitizedRecord,
+    CHUNKS: ChunkedRecord,
 }
 
 
@@ -133,10 +134,7 @@ class StageIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> StageView:
         """A lazy view of the upstream stage's partition."""
+        source, stage = source_of(context), stage_of(context)
         return StageView(
-            self.vectordb,
-            context.asset_key.to_user_string(),
-            source_of(context),
-            single_partition(context),
-            stage_of(context),
+            self.vectordb, stored_name(source, stage), source, single_partition(context), stage
         )

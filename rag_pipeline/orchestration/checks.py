@@ -155,7 +155,7 @@ def partition_check(
 
 
 def check_op_name(check_spec: dg.AssetCheckSpec) -> str:
-    """The op of a check, named as `@dg.asset_check` names it (`files_embeddings_...`)."""
+    """The op of a check, named as `@dg.asset_check` names it (`files__embeddings_...`)."""
     return f"{check_spec.asset_key.to_python_identifier()}_{check_spec.name}"
 
 

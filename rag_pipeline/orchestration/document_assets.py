@@ -19,6 +19,7 @@ from rag_pipeline.core.content_checks import editorjs_structure_leaks, forbidden
 from rag_pipeline.core.models import SourceFormat
 from rag_pipeline.core.records import ChunkedRecord, MarkdownRecord, SanitizedRecord
 from rag_pipeline.core.source import ChainOptions
+from rag_pipeline.core.stages import CHUNKS
 from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import StageOutput, StageView, stage_definition_metadata
 from rag_pipeline.orchestration.asset_common import (
@@ -65,7 +66,7 @@ def _stage_asset(
 ) -> Any:
     """The decorator of a document stage reading one upstream stage."""
     return dg.asset(
-        name=spec.asset_name(stage),
+        key=spec.asset_key(stage),
         description=_DESCRIPTIONS[stage].format(source=spec.name),
         partitions_def=partitions_def,
         ins={"upstream": dg.AssetIn(key=spec.asset_key(upstream))},
@@ -217,10 +218,10 @@ def _embeddings_asset(
     hours = freshness_hours(load_settings(), spec.name)
 
     @dg.asset(
-        name=spec.asset_name(EMBEDDINGS),
+        key=spec.asset_key(EMBEDDINGS),
         description=f"{spec.name} chunks with their vectors: the searchable index (pgvector).",
         partitions_def=partitions_def,
-        ins={"chunks": dg.AssetIn(key=spec.asset_key("chunks"))},
+        ins={"chunks": dg.AssetIn(key=spec.asset_key(CHUNKS))},
         io_manager_key="pgvector_io_manager",
         kinds={"python", "postgres", "pgvector"},
         group_name=spec.group_name,

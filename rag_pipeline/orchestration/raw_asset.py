@@ -54,7 +54,7 @@ def raw_asset(spec: SourceSpec, partitions_def: dg.PartitionsDefinition) -> dg.A
     resource_key = spec.resource_key
 
     @dg.asset(
-        name=spec.asset_name(RAW),
+        key=spec.asset_key(RAW),
         description=f"{spec.name} documents as their source gave them, with their versions.",
         partitions_def=partitions_def,
         # The source system, observed by every run of this step (and by the source's sensor):

@@ -1,8 +1,9 @@
 """The sources this installation runs, and every name Dagster gives their parts.
 
-A `SourceSpec` is the one declaration of a source's names: its resource key, asset keys,
-group, jobs, schedule, the external asset of its source system and its CLI name all derive
-from it, here and nowhere else (nothing builds `f"{source}_..."` or parses a key back).
+A `SourceSpec` is the one declaration of a source's names: its resource key, asset keys
+(`<source>/<stage>`, built by `core/stages.py`), group, jobs, schedule, the external asset of
+its source system and its CLI name all derive from it (nothing builds a stage's name or parses
+a key back).
 `SOURCES` is the one registry: adding a source is its folder (`sources/<name>`, `defs/<name>`)
 plus one line below.
 """
@@ -10,13 +11,30 @@ plus one line below.
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rag_pipeline.core.stages import (
+    EMBEDDINGS,
+    GLOSSARY,
+    RAW,
+    STAGES,
+    check_stage,
+    key_path,
+    op_name,
+    stored_name,
+)
+
 if TYPE_CHECKING:  # imported when used: the CLI reads the registry without loading Dagster
     import dagster as dg
 
-# The stages of every source's chain, in order (raw first, the searchable index last).
-STAGES = ("raw", "markdown", "sanitized", "chunks", "embeddings")
-RAW = "raw"
-EMBEDDINGS = "embeddings"
+__all__ = [
+    "EMBEDDINGS",
+    "RAW",
+    "SOURCES",
+    "SOURCE_NAMES",
+    "STAGES",
+    "SourceSpec",
+    "source_spec",
+    "step_label",
+]
 
 
 @dataclass(frozen=True)
@@ -65,10 +83,10 @@ class SourceSpec:
 
     @property
     def glossary_key(self) -> "dg.AssetKey":
-        """The glossary asset built from the source system's translations (`glossary`)."""
+        """The glossary asset built from the source system's translations (`<source>/glossary`)."""
         import dagster as dg
 
-        return dg.AssetKey(f"{self.name}_glossary")
+        return dg.AssetKey(key_path(self.name, GLOSSARY))
 
     @property
     def glossary_job(self) -> str:
@@ -79,13 +97,11 @@ class SourceSpec:
         """The asset key of one stage of the source's chain (`STAGES`)."""
         import dagster as dg
 
-        return dg.AssetKey(self.asset_name(stage))
+        return dg.AssetKey(key_path(self.name, check_stage(stage)))
 
     def asset_name(self, stage: str) -> str:
-        """The name of one stage's asset (`wiki_markdown`)."""
-        if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}: one of {', '.join(STAGES)}")
-        return f"{self.name}_{stage}"
+        """The stored name of one stage (`wiki/markdown`, the asset key's string)."""
+        return stored_name(self.name, check_stage(stage))
 
 
 # The names are the plug-ins' `source_type`s (a test holds them equal); written out, so that
@@ -111,3 +127,12 @@ def source_spec(name: str) -> SourceSpec:
         if spec.name == name:
             return spec
     raise KeyError(f"no source {name!r}: one of {', '.join(SOURCE_NAMES)}")
+
+
+def step_label(step_key: str) -> str:
+    """The asset a run's step materializes (`wiki/raw` for the step `wiki__raw`), else the key."""
+    for spec in SOURCES:
+        for stage in (*STAGES, *((GLOSSARY,) if spec.glossary else ())):
+            if step_key == op_name(spec.name, stage):
+                return stored_name(spec.name, stage)
+    return step_key

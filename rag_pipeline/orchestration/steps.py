@@ -24,6 +24,7 @@ from rag_pipeline.core.deadline_pool import close_shared_pools
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.core.incremental import Plan, StageSummary, plan, run_stage
 from rag_pipeline.core.models import FailedDocument
+from rag_pipeline.core.stages import stored_name
 from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, StageView
 from rag_pipeline.resources.vectordb import VectorDBResource
@@ -108,7 +109,7 @@ def document_stage(
     workers: int = 1,
 ) -> StageResult:
     """Plan against this stage's stored inputs, transform what changed, complete the partition."""
-    asset_key = context.asset_key.to_user_string()
+    asset_key = stored_name(upstream.source_type, stage)
     partition_key = context.partition_key
     with (
         vectordb.connect() as conn,

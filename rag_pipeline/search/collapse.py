@@ -62,14 +62,18 @@ LIMIT %(top_k)s
 # Each hit with where it came from: every partition that lists its document (comma-separated,
 # sorted; partition keys hold no comma), and the run that built its chunks, which is the run
 # that embedded them (the embeddings stage keeps no per-document row; rag.documents.ingested_at
-# is when its vectors were written).
+# is when its vectors were written). That run is read from the indexed version's lineage
+# (`rag.document_versions.stages`, by stage), not from a stage row found by building its name.
 LINEAGE = """
 SELECT h.*,
        (SELECT string_agg(p.partition_key, ',' ORDER BY p.partition_key)
         FROM rag.document_partitions p
         WHERE p.source_type = h.source_type AND p.doc_key = h.doc_key) AS partition,
-       (SELECT st.run_id FROM rag.stage_documents st
-        WHERE st.asset_key = h.source_type || '_chunks' AND st.doc_key = h.doc_key) AS run_id
+       (SELECT st ->> 'run_id'
+        FROM (SELECT v.stages FROM rag.document_versions v WHERE v.document_id = h.document_id
+              ORDER BY v.version DESC LIMIT 1) AS newest,
+             jsonb_array_elements(newest.stages) AS st
+        WHERE st ->> 'stage' = %(chunks_stage)s LIMIT 1) AS run_id
 FROM top_hits h
 ORDER BY %(sections_per_document)s > 0 AND h.document_rank > %(sections_per_document)s,
          h.score DESC, h.chunk_id

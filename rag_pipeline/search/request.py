@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.languages import language_prefix, ts_config_for
 from rag_pipeline.core.source_rules import SourceRanking
+from rag_pipeline.core.stages import CHUNKS
 from rag_pipeline.core.words import query_stop_words, request_words
 from rag_pipeline.search.queries import Fusion
 from rag_pipeline.search.understanding import PreparedQuery
@@ -83,6 +84,7 @@ def statement_parameters(
         "min_score": request.min_score,
         "top_k": request.top_k,
         "with_parent": request.expand == "parent",
+        "chunks_stage": CHUNKS,
     } | {name: getattr(ranking, name) for name in _RANKING_PARAMETERS}
 
 

@@ -19,9 +19,7 @@ from typing import Final, Literal
 import psycopg
 from psycopg.types.json import Jsonb
 
-# The chain's stages before the index, in order (assets are `<source>_<stage>`).
-STAGE_ORDER: Final = ("raw", "markdown", "sanitized", "chunks")
-EMBEDDINGS_STAGE: Final = "embeddings"
+from rag_pipeline.core.stages import EMBEDDINGS, stored_names
 
 Change = Literal["added", "changed", "deleted", "failed"]
 
@@ -38,18 +36,18 @@ class DocumentChange:
 
 
 # Every stage row of the document (`d`), with the stage's code version, then the index itself.
+# `stages` maps each stored name of the source's stages to its stage, given by Python.
 _STAGES_SQL: Final = """
 COALESCE((SELECT jsonb_agg(jsonb_build_object(
-            'stage', substr(s.asset_key, length(d.source_type) + 2),
+            'stage', %(stages)s::jsonb ->> s.asset_key,
             'run_id', s.run_id, 'input_hash', s.input_hash, 'output_hash', s.content_hash,
-            'code_version', %(code_versions)s::jsonb ->> substr(s.asset_key,
-                                                               length(d.source_type) + 2),
+            'code_version', %(code_versions)s::jsonb ->> (%(stages)s::jsonb ->> s.asset_key),
             'at', s.updated_at)
             ORDER BY array_position(%(assets)s::text[], s.asset_key))
           FROM rag.stage_documents s
           WHERE s.asset_key = ANY(%(assets)s::text[]) AND s.doc_key = d.doc_key), '[]'::jsonb)
 || jsonb_build_array(jsonb_build_object(
-     'stage', 'embeddings', 'run_id', %(run_id)s::text, 'input_hash', d.input_hash,
+     'stage', %(embeddings)s::text, 'run_id', %(run_id)s::text, 'input_hash', d.input_hash,
      'output_hash', (SELECT encode(sha256(convert_to(
                         COALESCE(string_agg(c.text_sha256, ',' ORDER BY c.ordinal), ''),
                         'UTF8')), 'hex') FROM rag.chunks c WHERE c.document_id = d.id),
@@ -148,13 +146,16 @@ def record_versions(
     """
     if not keys:
         return []
+    names = stored_names(source_type)
     params = {
         "run_id": run_id,
         "source": source_type,
         "keys": list(keys),
         "computed": sorted(computed),
         "code_versions": Jsonb(dict(code_versions)),
-        "assets": [f"{source_type}_{stage}" for stage in STAGE_ORDER],
+        "assets": list(names),
+        "stages": Jsonb(names),
+        "embeddings": EMBEDDINGS,
         "keep": keep,
     }
     conn.execute(_UPDATE_SAME, params)

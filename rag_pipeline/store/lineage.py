@@ -14,6 +14,7 @@ from typing import Any, Final
 import psycopg
 from psycopg.rows import dict_row
 
+from rag_pipeline.core.stages import RAW, stored_name
 from rag_pipeline.core.version_diff import (
     ChunkSnapshot,
     SectionSnapshot,
@@ -163,7 +164,7 @@ def _partitions(conn: psycopg.Connection, source_type: str, doc_key: str) -> lis
 def _fetched_at(conn: psycopg.Connection, source_type: str, doc_key: str) -> str | None:
     row = conn.execute(
         "SELECT updated_at FROM rag.stage_documents WHERE asset_key = %s AND doc_key = %s",
-        (f"{source_type}_raw", doc_key),
+        (stored_name(source_type, RAW), doc_key),
     ).fetchone()
     return row[0].isoformat() if row else None
 

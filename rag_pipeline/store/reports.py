@@ -5,6 +5,9 @@ from datetime import datetime
 from typing import Any, Final
 
 import psycopg
+from psycopg.types.json import Jsonb
+
+from rag_pipeline.core.stages import RAW, stored_name, stored_names
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,9 @@ def clear_source(conn: psycopg.Connection, source_type: str) -> int:
             "DELETE FROM rag.documents WHERE source_type = %s", (source_type,)
         ).rowcount
         conn.execute("DELETE FROM rag.document_partitions WHERE source_type = %s", (source_type,))
-        # The stage assets of a source are exactly `<source>_<stage>` for the chain's stages.
         conn.execute(
             "DELETE FROM rag.stage_documents WHERE asset_key = ANY(%s)",
-            ([f"{source_type}_{stage}" for stage in ("raw", "markdown", "sanitized", "chunks")],),
+            (list(stored_names(source_type)),),
         )
     return documents
 
@@ -129,6 +131,11 @@ def source_freshness(conn: psycopg.Connection) -> list[SourceFreshness]:
     one in the index: fetched but not (yet) indexed, e.g. rejected by a check, or in a run
     that has not finished.
     """
+    sources = conn.execute(
+        "SELECT source_type FROM rag.ingest_runs UNION SELECT source_type FROM rag.documents"
+    ).fetchall()
+    # Each source's raw stage by its stored name, named here: SQL does not build names.
+    raw = {str(r[0]): stored_name(str(r[0]), RAW) for r in sources}
     rows = conn.execute(
         f"WITH latest AS ({_LATEST_RUNS}),"
         " sources AS (SELECT source_type FROM rag.ingest_runs"
@@ -141,10 +148,12 @@ def source_freshness(conn: psycopg.Connection) -> list[SourceFreshness]:
         " (SELECT count(DISTINCT e.source_id) FROM rag.ingest_errors e JOIN latest l"
         "   ON l.run_id = e.run_id AND l.source_type = e.source_type"
         "   AND l.partition_key = e.partition_key WHERE e.source_type = s.source_type),"
-        " (SELECT count(*) FROM rag.stage_documents r WHERE r.asset_key = s.source_type || '_raw'"
+        " (SELECT count(*) FROM rag.stage_documents r"
+        "   WHERE r.asset_key = %(raw)s::jsonb ->> s.source_type"
         "   AND NOT EXISTS (SELECT 1 FROM rag.documents d WHERE d.source_type = s.source_type"
         "   AND d.doc_key = r.doc_key AND d.ingested_at >= r.updated_at))"
-        " FROM sources s ORDER BY s.source_type"
+        " FROM sources s ORDER BY s.source_type",
+        {"raw": Jsonb(raw)},
     ).fetchall()
     return [
         SourceFreshness(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]))
