@@ -201,3 +201,15 @@ def test_a_venv_inside_a_0700_home_runs_the_server(
     assert result.stdout.strip()  # pgvector's version
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert home.stat().st_uid == 0
+
+
+def test_a_root_shell_without_sbin_on_its_path_makes_the_server_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `su` without `-` leaves root a PATH without /usr/sbin, where useradd and userdel live.
+    monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")
+    pgdata = tmp_path / "no-sbin" / "pgdata"
+    pgdata.parent.mkdir()
+    user = server_user(pgdata)
+    assert user.as_root
+    assert pwd.getpwuid(user.uid).pw_name == user_name_for(pgdata)

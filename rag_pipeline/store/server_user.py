@@ -230,7 +230,7 @@ def _lock(path: Path) -> Iterator[None]:
 
 def _create_user(name: str, pgdata: Path) -> None:
     command = [
-        "useradd",
+        _account_tool("useradd"),
         "--system",
         "--user-group",
         "--no-create-home",
@@ -254,6 +254,13 @@ def _create_user(name: str, pgdata: Path) -> None:
         ) from None
 
 
+def _account_tool(name: str) -> str:
+    """useradd/userdel: on PATH, else where Linux keeps them (a root shell whose PATH lacks
+    the sbin folders, as after `su` without `-`, still finds them)."""
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    return shutil.which(name, path=search) or name
+
+
 def _remove_stale_users() -> None:
     """Remove server users whose data folder no longer exists (userdel refuses busy ones)."""
     for entry in pwd.getpwall():
@@ -266,4 +273,7 @@ def _remove_stale_users() -> None:
         pgdata = Path(comment.removeprefix(_COMMENT_PREFIX))
         if pgdata.exists() or pgdata.parent.exists():
             continue
-        subprocess.run(["userdel", entry.pw_name], capture_output=True, check=False)
+        with contextlib.suppress(OSError):
+            subprocess.run(
+                [_account_tool("userdel"), entry.pw_name], capture_output=True, check=False
+            )
