@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,11 +41,15 @@ def _popen_yaml(marker: Path) -> str:
 def stranger() -> Iterator[str]:
     """A temporary local user, removed afterwards."""
     name = f"ragt{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-        check=True,
-        capture_output=True,
-    )
+    command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+    # useradd refuses while another process edits the user database (the server users of
+    # tests running beside this one): try again, as their own code does through a lock.
+    for _ in range(40):
+        if subprocess.run(command, check=False, capture_output=True).returncode == 0:
+            break
+        time.sleep(0.25)
+    else:
+        subprocess.run(command, check=True, capture_output=True)
     yield name
     subprocess.run(["userdel", name], check=False, capture_output=True)
 

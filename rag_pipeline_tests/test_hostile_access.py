@@ -21,7 +21,7 @@ from rag_pipeline.store.server import (
     resolve_conninfo,
     stop_embedded_server,
 )
-from rag_pipeline.store.server_user import user_name_for
+from rag_pipeline.store.server_user import ServerUser, server_bin_dir, user_name_for
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +104,12 @@ def test_a_long_rag_home_gets_a_private_socket_folder(long_home: Settings) -> No
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+def _bins_of(user: pwd.struct_passwd) -> Path:
+    """PostgreSQL binaries `user` can run: the installed ones, or root's copy of them (a venv
+    made under umask 077 hides the installed ones from other users)."""
+    return server_bin_dir(ServerUser(user.pw_uid, user.pw_gid, user.pw_name, as_root=True))
+
+
 def test_another_local_user_cannot_connect(long_home: Settings) -> None:
     if os.geteuid() != 0:
         pytest.skip("switching to another user needs root")
@@ -113,7 +119,7 @@ def test_another_local_user_cannot_connect(long_home: Settings) -> None:
     # The attack of the issue: connect as superuser over the socket and run a program.
     result = subprocess.run(
         [
-            str(postgres_bin_dir() / "psql"),
+            str(_bins_of(nobody) / "psql"),
             "--no-password",
             "--host",
             host,
@@ -146,13 +152,15 @@ def test_a_trust_data_folder_from_pgserver_is_secured(embedded: Settings) -> Non
     pgdata.mkdir(mode=0o700, parents=True)
     as_user: dict[str, object] = {}
     data_arg = str(pgdata)
+    bins = postgres_bin_dir()
     if os.geteuid() == 0:
         shared = pwd.getpwnam("nobody")
+        bins = _bins_of(shared)
         os.chown(pgdata, shared.pw_uid, shared.pw_gid)
         as_user = {"user": shared.pw_uid, "group": shared.pw_gid, "extra_groups": []}
         data_arg = "/proc/self/cwd"
     subprocess.run(
-        [str(postgres_bin_dir() / "initdb"), "--auth=trust", "-U", "postgres", "-D", data_arg],
+        [str(bins / "initdb"), "--auth=trust", "-U", "postgres", "-D", data_arg],
         check=True,
         capture_output=True,
         cwd=pgdata,
