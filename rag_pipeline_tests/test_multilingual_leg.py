@@ -72,8 +72,9 @@ def test_ingest_stores_a_second_vector_that_a_spanish_question_is_compared_with(
     spanish = searcher.understand(SPANISH, "hybrid")
     assert spanish.query.language.startswith("es")
     assert (spanish.vector_column, spanish.vector_model) == ("embedding_ml", USE_MODEL_ID)
-    # The second model reads Spanish: its leg weighs like an English question's.
-    assert spanish.vector_weight == searcher.ranking.second_vector_weight == 1.0
+    # The second model reads Spanish: its leg weighs more than MiniLM's for Spanish (0.25).
+    assert spanish.vector_weight == searcher.ranking.second_vector_weight == 0.5
+    assert searcher.ranking.cross_language_vector_weight == 0.25
     assert ("vector model", USE_MODEL_ID) in spanish.describe()
     english = searcher.understand(ENGLISH, "hybrid")
     assert (english.vector_column, english.vector_model) == ("embedding", BUNDLED_MODEL_ID)

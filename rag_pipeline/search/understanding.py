@@ -164,7 +164,7 @@ class Understanding:
             added=added,
             named=self.named(head),
             vector=vector,
-            # The second model reads the query's language.
+            # The second model reads the query's language (its own weight, measured).
             vector_weight=self.ranking.second_vector_weight if second else weight,
             entity_weights=self.entity_weights(query),
             rule_weights=self.rule_weights(query),

@@ -95,7 +95,7 @@ class Ranking:
         "cross_language_vector_weight",
     )
     second_vector_weight: float = _knob(
-        1.0, "vector leg when the multilingual second vector serves the query (it reads it)"
+        0.5, "vector leg when the multilingual second vector serves the query (of 0.25, 0.5, 1)"
     )
     rrf_k: int = _count(60, "reciprocal rank fusion's k (fusion 'rrf' only)", "rrf_k")
     sections_exponent: float = _knob(
