@@ -139,3 +139,13 @@ def test_an_unknown_multilingual_model_is_refused_by_name(rag_env: Settings) -> 
         load_settings(multilingual_model="labse")
     # The embedding model itself needs no second vector.
     assert load_settings(embedding_model=USE_MODEL_ID).second_vector_model is None
+
+
+def test_minilm_query_threads_sleep_between_queries(tmp_path: Path) -> None:
+    # Spinning ONNX Runtime threads starved the second model's numpy (USE p95 ×10 at load 3-7).
+    from rag_pipeline.core.embedding import assemble_bundled_model
+    from rag_pipeline.search.encoder import BundledQueryEncoder
+
+    encoder = BundledQueryEncoder(assemble_bundled_model(tmp_path / "models"))
+    options = encoder._session.get_session_options()  # pyright: ignore[reportPrivateUsage]
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
