@@ -203,4 +203,6 @@ def test_the_key_follows_the_files_and_the_code(
     module.write_text("STEM = 2\n", encoding="utf-8")
     assert cache_key(files, ["vocabulary_code_probe"]) != key
     assert cache_key(files) != key
+    module.unlink()  # code that cannot be read: nothing is cached
+    assert cache_key(files, ["vocabulary_code_probe"]) is None
     sys.modules.pop("vocabulary_code_probe", None)

@@ -35,17 +35,21 @@ _CODE = (
 )
 
 
-def cache_key(files: Iterable[tuple[str, str]], code: Sequence[str] = ()) -> str:
+def cache_key(files: Iterable[tuple[str, str]], code: Sequence[str] = ()) -> str | None:
     """The sha256 of the vocabulary `files` ((name, text), in reading order), of the source of
     the modules `code` names and `_CODE`, and of Snowball's stemmers as installed (the size and
-    time of each file: hashing their 800 kB would cost a cold search 10 ms)."""
+    time of each file: hashing their 800 kB would cost a cold search 10 ms); None, so nothing
+    is cached, when a module's file cannot be read."""
     digest = hashlib.sha256(FORMAT.encode())
-    for name in (*code, *_CODE):
-        source = Path(str(importlib.import_module(name).__file__))
-        digest.update(hashlib.sha256(source.read_bytes()).digest())
-    for stemmer in sorted(Path(str(snowballstemmer.__file__)).parent.glob("*.py")):
-        found = stemmer.stat()
-        digest.update(f"{stemmer.name} {found.st_size} {found.st_mtime_ns}\n".encode())
+    try:
+        for name in (*code, *_CODE):
+            source = Path(str(importlib.import_module(name).__file__))
+            digest.update(hashlib.sha256(source.read_bytes()).digest())
+        for stemmer in sorted(Path(str(snowballstemmer.__file__)).parent.glob("*.py")):
+            found = stemmer.stat()
+            digest.update(f"{stemmer.name} {found.st_size} {found.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
     for name, text in files:
         digest.update(json.dumps([name, hashlib.sha256(text.encode()).hexdigest()]).encode())
     return digest.hexdigest()

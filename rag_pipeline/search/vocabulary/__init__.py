@@ -117,10 +117,11 @@ class Vocabulary:
             except (OSError, UnicodeDecodeError) as exc:
                 raise VocabularyError(f"{path}: cannot be read ({exc})") from None
             texts.append((language_prefix(path.stem), str(path), kinds, text))
+        named = [(" ".join((lang, origin, *k)), text) for lang, origin, k, text in texts]
+        key = cache_key(named, [__name__]) if cache_dir is not None else None
         cache = None
-        if cache_dir is not None:
-            named = [(" ".join((lang, origin, *k)), text) for lang, origin, k, text in texts]
-            cache = VocabularyCache(cache_dir / "vocabulary.json", cache_key(named, [__name__]))
+        if cache_dir is not None and key is not None:
+            cache = VocabularyCache(cache_dir / "vocabulary.json", key)
             cached = cache.read()
             if cached is not None:
                 return cls(cached, cache)
