@@ -33,7 +33,7 @@ def _load() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("trees", nargs="+", type=Path, help="folders holding rag_pipeline/")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bytecode", action="store_true")
