@@ -281,18 +281,53 @@ def test_setext_headings_start_sections(count_tokens: Counter) -> None:
     assert sections[1].text.startswith("Locators\n--------")
 
 
-def test_a_tiny_section_merges_into_its_previous_sibling(count_tokens: Counter) -> None:
-    doc = f"## Setup\n\n{LONG}\n\n## Note\n\nSave often.\n\n## Locators\n\n{LONG}"
+def test_a_heading_with_no_text_merges_into_its_previous_sibling(count_tokens: Counter) -> None:
+    # Issue 47: this case read "## Note\n\nSave often.", a titled section with text of its
+    # own, which now keeps its title; folding is for a heading with nothing under it.
+    doc = f"## Setup\n\n{LONG}\n\n## Note\n\n## Locators\n\n{LONG}"
     sections, chunks = chunk(doc, count_tokens)
     assert [s.title for s in sections] == ["Setup", "Locators"]
-    assert sections[0].text == f"## Setup\n\n{LONG}\n\n## Note\n\nSave often."
+    assert sections[0].text == f"## Setup\n\n{LONG}\n\n## Note"
     assert [c.text for c in chunks] == [sections[0].text, sections[1].text]
 
 
-def test_a_tiny_first_section_merges_into_its_next_sibling(count_tokens: Counter) -> None:
-    doc = f"## Note\n\nSave often.\n\n## Setup\n\n{LONG}"
-    sections, _ = chunk(doc, count_tokens)
-    assert [(s.title, s.text) for s in sections] == [("Setup", doc)]
+def test_a_first_heading_with_no_text_merges_into_its_next_sibling(count_tokens: Counter) -> None:
+    # Issue 47: was "## Note\n\nSave often." (see above). An image without alt text, a rule
+    # or an HTML comment is nothing a reader or a search reads as the section's text.
+    for empty in ("![](diagram.png)", "---", "<!-- todo -->"):
+        doc = f"## Diagram\n\n{empty}\n\n## Setup\n\n{LONG}"
+        sections, _ = chunk(doc, count_tokens)
+        assert [(s.title, s.text) for s in sections] == [("Setup", doc)], empty
+
+
+def test_a_short_section_with_a_title_and_text_keeps_its_title(count_tokens: Counter) -> None:
+    # Issue 47: "## Cancelling a pickup" and its one sentence were found under the title of
+    # the section before it.
+    doc = (
+        f"# Booking a Zorblax pickup\n\n{LONG}\n\n"
+        "## Cancelling a pickup\n\nCall the depot a day ahead.\n\n"
+        f"## Paying for a pickup\n\n{LONG}"
+    )
+    sections, chunks = chunk(doc, count_tokens, title="Zorblax")
+    assert [(s.title, s.heading_path) for s in sections] == [
+        ("Booking a Zorblax pickup", ("Booking a Zorblax pickup",)),
+        ("Cancelling a pickup", ("Booking a Zorblax pickup", "Cancelling a pickup")),
+        ("Paying for a pickup", ("Booking a Zorblax pickup", "Paying for a pickup")),
+    ]
+    assert sections[1].text == "## Cancelling a pickup\n\nCall the depot a day ahead."
+    (own,) = [c for c in chunks if c.section_ordinal == 1]
+    assert own.embedded_text == f"Zorblax › Booking a Zorblax pickup\n\n{sections[1].text}"
+    check_chunking(doc, sections, chunks, count_tokens, ChunkingSettings())
+
+
+def test_short_text_without_a_title_of_its_own_still_merges(count_tokens: Counter) -> None:
+    # Text before the first heading, or under an empty heading, has no title to lose.
+    intro = f"A short intro.\n\n## Goal\n\n{LONG}"
+    sections, _ = chunk(intro, count_tokens, title="Plug-ins")
+    assert [(s.title, s.text) for s in sections] == [("Goal", intro)]
+    untitled = f"## Setup\n\n{LONG}\n\n##\n\nSave often."
+    sections, _ = chunk(untitled, count_tokens)
+    assert [(s.title, s.text) for s in sections] == [("Setup", untitled)]
 
 
 def test_a_heading_only_parent_merges_into_its_first_child(count_tokens: Counter) -> None:
@@ -307,7 +342,7 @@ def test_a_heading_only_parent_merges_into_its_first_child(count_tokens: Counter
 
 
 def test_a_tiny_section_without_a_same_level_neighbour_stays(count_tokens: Counter) -> None:
-    doc = f"# A\n\n{LONG}\n\n## A1\n\n{LONG}\n\n# B\n\nSave often."
+    doc = f"# A\n\n{LONG}\n\n## A1\n\n{LONG}\n\n# B"
     sections, _ = chunk(doc, count_tokens)
     assert [s.title for s in sections] == ["A", "A1", "B"]
 
@@ -315,7 +350,7 @@ def test_a_tiny_section_without_a_same_level_neighbour_stays(count_tokens: Count
 def test_sections_smaller_than_the_minimum_are_kept_when_the_minimum_is_zero(
     count_tokens: Counter,
 ) -> None:
-    doc = f"## Setup\n\n{LONG}\n\n## Note\n\nSave often."
+    doc = f"## Setup\n\n{LONG}\n\n## Note"
     sections, _ = chunk(doc, count_tokens, ChunkingSettings(min_section_tokens=0))
     assert [s.title for s in sections] == ["Setup", "Note"]
 

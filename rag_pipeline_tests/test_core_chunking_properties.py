@@ -143,6 +143,23 @@ def quotes(draw: st.DrawFn) -> str:
 
 blocks = st.one_of(paragraphs(), lists(), fences(), tables(), headings(), quotes())
 documents = st.lists(blocks, min_size=1, max_size=14).map("\n\n".join)
+# Section headings and one-line texts, with other blocks now and then: sections smaller than
+# `min_section_tokens` beside a sibling, the ones the chunker may fold.
+section_headings = st.tuples(st.integers(1, 2), st.lists(common_words, min_size=1, max_size=4))
+short_lines = st.lists(common_words, min_size=1, max_size=4).map(lambda w: " ".join(w) + ".")
+sectioned_documents = st.lists(
+    st.integers(0, 9).flatmap(
+        lambda k: (
+            section_headings.map(lambda h: "#" * h[0] + " " + " ".join(h[1]))
+            if k < 4
+            else short_lines
+            if k < 8
+            else blocks
+        )
+    ),
+    min_size=1,
+    max_size=14,
+).map("\n\n".join)
 chunk_settings = st.builds(
     ChunkingSettings,
     section_levels=st.sampled_from([(1, 2), (1,), (1, 2, 3)]),
@@ -201,6 +218,30 @@ def table_problems(text: str) -> int:
     return problems
 
 
+def titled_headings_with_text(doc: str, levels: tuple[int, ...]) -> list[tuple[int, str]]:
+    """(offset, title) of each section heading with a title and a text block under it.
+
+    A text block is any top-level block but a heading or a code fence (a fence may hold no
+    word at all) before the next section heading.
+    """
+    starts = [0]
+    for line in doc.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    found: list[tuple[int, str]] = []
+    current: tuple[int, str] | None = None
+    tokens = PARSER.parse(doc)
+    for index, token in enumerate(tokens):
+        if token.level != 0 or token.nesting < 0 or token.map is None:
+            continue
+        if token.type == "heading_open" and int(token.tag[1:]) in levels:
+            title = " ".join(tokens[index + 1].content.split())
+            current = (starts[token.map[0]], title) if title else None
+        elif token.type != "heading_open" and token.type != "fence" and current is not None:
+            found.append(current)
+            current = None
+    return found
+
+
 # -- properties ----------------------------------------------------------------------------
 
 
@@ -222,6 +263,18 @@ def test_chunks_fit_the_budget_and_tile_their_sections(
         # section again, up to the whitespace between blocks.
         rebuilt = "".join(own_and_synthetic(doc, chunks, i)[2] for i in mine)
         assert "".join(rebuilt.split()) == "".join(section.text.split())
+
+
+@PROPERTY_SETTINGS
+@given(doc=sectioned_documents, config=chunk_settings)
+def test_a_titled_section_with_text_is_never_folded(
+    doc: str, config: ChunkingSettings, count_tokens: Counter
+) -> None:
+    # Issue 47: however short, it is found under its own title, not its neighbour's.
+    sections, _ = run(doc, count_tokens, config)
+    for offset, title in titled_headings_with_text(doc, config.section_levels):
+        (holder,) = [s for s in sections if s.start_char <= offset < s.end_char]
+        assert (holder.title, holder.heading_path[-1]) == (title, title)
 
 
 @PROPERTY_SETTINGS

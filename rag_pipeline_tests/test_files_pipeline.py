@@ -261,3 +261,59 @@ def test_one_long_section_does_not_crowd_out_other_hits(
     assert len(hits) == 4
     assert len({h.section_id for h in hits}) == 4
     assert _relative(hits[0].source_id) == "long.md"
+
+
+ZORBLAX_MD = """# Booking a Zorblax pickup
+
+Open the Pickups window, choose the warehouse the parcels leave from and the day the
+Zorblax courier should come, then confirm the booking with the Book Pickup button.
+
+## Cancelling a pickup
+
+Call the depot one day before the courier comes.
+
+## Paying for a pickup
+
+Every pickup is invoiced at the end of the month on the courier's own invoice, with one
+line per pickup and the number of parcels it collected.
+"""
+
+
+def test_a_short_section_is_found_under_its_own_title(
+    rag_env: Settings,
+    database_url: str,
+    shared_fixtures: Path,
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    embedder: Embedder,
+) -> None:
+    # Issue 47: a short section with a heading and text of its own was folded into its
+    # neighbour, so a hit for its text named the neighbour's title. The wiki fixtures' case:
+    # "## Description" and one line, under "Usage"; and the issue's own example.
+    folder = tmp_path / "short"
+    page = "new-features__v7.1__migrate-storage-provider.md"
+    write(folder, page, (shared_fixtures / "wiki" / "docs_md" / page).read_text("utf-8"))
+    write(folder, "zorblax.md", ZORBLAX_MD)
+    ingest(folder, instance)
+    with connect(database_url) as conn:
+        sections = conn.execute(
+            "SELECT d.source_id, s.title, s.heading_path, s.text FROM rag.sections s"
+            " JOIN rag.documents d ON d.id = s.document_id ORDER BY d.source_id, s.ordinal"
+        ).fetchall()
+    assert ("Cancelling a pickup", ["Booking a Zorblax pickup", "Cancelling a pickup"]) in [
+        (s[1], s[2]) for s in sections
+    ]
+    (description,) = [s[3] for s in sections if s[1] == "Description"]
+    assert (
+        description
+        == "## Description\n\nThis functionality migrates files between storage providers"
+    )
+
+    searcher = Searcher(rag_env, embedder=embedder)
+    for query, source, title in [
+        ("call the depot to cancel a Zorblax pickup", "zorblax.md", "Cancelling a pickup"),
+        ("cancelling a pickup", "zorblax.md", "Cancelling a pickup"),
+        ("migrate files between storage providers", page, "Description"),
+    ]:
+        best = searcher.search(query, top_k=3)[0]
+        assert (best.source_id, best.section_title) == (f"short/{source}", title), query

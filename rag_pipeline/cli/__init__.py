@@ -3,9 +3,20 @@
 One module per command group, each with a `register(main)`; what they share is in `common`.
 """
 
-import click
+import gc
 
-from rag_pipeline.cli import ask, checks, database, folders, ingest, ops, search, show
+# The commands' modules (click, pydantic, the settings) make objects that live as long as the
+# process and hold no garbage, which every later full collection traversed again. None is
+# collected while they import, then they are frozen, out of every collection's way
+# (docs/search-speed.md, "Cold `rag search`").
+gc.disable()
+try:
+    import click
+
+    from rag_pipeline.cli import ask, checks, database, folders, ingest, ops, search, show
+finally:
+    gc.freeze()
+    gc.enable()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

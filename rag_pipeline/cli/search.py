@@ -4,6 +4,7 @@ Kept apart from cli.py and light to import: the search path loads neither Dagste
 converters, so a cold `rag search` costs the model load and one query.
 """
 
+import gc
 import json
 import os
 import sys
@@ -53,10 +54,21 @@ def _one_line_errors() -> Iterator[None]:
 
 
 def _searcher() -> "Searcher":
-    from rag_pipeline.search import Searcher
-    from rag_pipeline.settings import load_settings
+    """The Searcher, its modules, model and vocabulary loaded without a cyclic collection.
 
-    return Searcher(load_settings())
+    What loads lives as long as the process and holds no garbage, yet the collector ran again
+    and again while it came, over more of it each time. Frozen once loaded, it is out of the
+    way of the collections that follow (`--queries`).
+    """
+    gc.disable()
+    try:
+        from rag_pipeline.search import Searcher
+        from rag_pipeline.settings import load_settings
+
+        return Searcher(load_settings())
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _where(hit: "SearchHit") -> str:

@@ -14,14 +14,18 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
-from rag_pipeline.core.chunking.settings import TokenCounter
 from rag_pipeline.core.model_files import EmbeddingModelError, ModelSpec, verify_sha256
+
+if TYPE_CHECKING:
+    # Importing the chunking package imports the chunker (markdown-it, yaml): a tenth of a
+    # cold `rag search`, which embeds a query and chunks nothing.
+    from rag_pipeline.core.chunking import TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +130,7 @@ class Embedder(Protocol):
     max_tokens: int
 
     @property
-    def token_counter(self) -> TokenCounter:
+    def token_counter(self) -> "TokenCounter":
         """`count_tokens` as a picklable callable: chunking workers count in their process."""
         ...
 

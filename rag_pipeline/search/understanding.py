@@ -109,7 +109,9 @@ class Understanding:
         self.embedder = embedder
         self.rules = rules
         vocabularies = source_vocabularies()
-        self.vocabulary = Vocabulary.load(settings.search_vocabulary_dir, vocabularies)
+        self.vocabulary = Vocabulary.load(
+            settings.search_vocabulary_dir, vocabularies, settings.home / "vocabulary-cache"
+        )
         # Repeated queries skip the model; keyed by model too (`embedder` may be replaced).
         self._vectors = functools.lru_cache(settings.search_query_cache_size)(self._embed)
         self._models: dict[str, QueryEmbedder | Embedder] = {embedder.model_id: embedder}

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from rag_pipeline.core.chunking.blocks import ParsedBlocks, parse_blocks
 from rag_pipeline.core.chunking.pack import pack
-from rag_pipeline.core.chunking.sections import SectionDraft, section_drafts
+from rag_pipeline.core.chunking.sections import SectionDraft, keeps_its_title, section_drafts
 from rag_pipeline.core.chunking.settings import (
     DEFAULT_SETTINGS,
     DEFAULT_TIME_BUDGET_SECONDS,
@@ -98,7 +98,9 @@ class _Chunker:
         specials = self._text.specials
 
         def tiny(draft: SectionDraft) -> bool:
-            return draft.tokens + specials < settings.min_section_tokens
+            # The size test first: it is free, and only a small section's text is read.
+            small = draft.tokens + specials < settings.min_section_tokens
+            return small and not keeps_its_title(draft, self._text)
 
         drafts = section_drafts(
             parsed.blocks,

@@ -1,9 +1,26 @@
-"""Sections: the parents, cut at the configured heading levels, tiny ones merged away."""
+"""Sections: the parents, cut at the configured heading levels, tiny ones merged away.
 
+Folding exists for sections that are no useful parent on their own: an H1 holding only its
+title before its first H2, an empty heading, a run of headings with nothing under them. A
+section with a titled heading of its own and text under it is never folded, however short
+("## Cancelling a pickup" and one sentence): folded, its text would be found under the
+previous section's title and heading path, and neither the hit nor the keyword leg's title
+rules would see its own heading. Text with no heading of its own (what precedes the first
+heading, text under an empty heading) still folds when it is smaller than
+`min_section_tokens`: it has no title to lose. The price: a page of many one-line entries under
+headings of their own (a glossary) is one section and chunk per entry where it was packed
+into a few chunks, so `max_chunks` is reached sooner (at 2,000 entries by default).
+"""
+
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from rag_pipeline.core.chunking.text import Piece
+from rag_pipeline.core.chunking.blocks import plain_inline
+from rag_pipeline.core.chunking.text import DocumentText, Piece
+
+# Markup an HTML block may hold without any text a reader sees.
+_HTML_MARKUP = re.compile(r"<!--.*?-->|<[^>]*>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,27 @@ def section_drafts(
     return merge_tiny(drafts, tiny)
 
 
+def keeps_its_title(draft: SectionDraft, text: DocumentText) -> bool:
+    """Whether a section has a titled heading of its own and text under it (never folded).
+
+    Text is a block other than a heading with a letter or digit a reader sees: a rule, an
+    image without alt text or an HTML comment under a heading is no text of its own.
+    """
+    if draft.level == 0 or not draft.title or not draft.blocks[0].heading:
+        return False
+    for block in draft.blocks[1:]:
+        if block.heading:
+            continue
+        source = text.doc[block.start : block.end]
+        if block.kind == "paragraph":
+            source = plain_inline(source, text.deadline)
+        elif block.kind == "html_block":
+            source = _HTML_MARKUP.sub("", source)
+        if any(char.isalnum() for char in source):
+            return True
+    return False
+
+
 def _draft(level: int, title: str, path: tuple[str, ...], blocks: list[Piece]) -> SectionDraft:
     return SectionDraft(level, title, path, tuple(blocks), sum(b.tokens for b in blocks))
 
@@ -66,7 +104,7 @@ def _child(parent: SectionDraft, other: SectionDraft) -> bool:
 def merge_tiny(
     drafts: list[SectionDraft], tiny: Callable[[SectionDraft], bool]
 ) -> list[SectionDraft]:
-    """Fold sections too small to be useful parents into a neighbour.
+    """Fold the sections `tiny` says are too small to be useful parents into a neighbour.
 
     Preferred: the previous sibling (same level, same enclosing headings); then the next
     sibling; then, for a parent with next to no text of its own (an H1 holding only its

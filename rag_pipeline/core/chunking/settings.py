@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-CHUNKER_VERSION = "3"
+# 4: a short section with a titled heading of its own and text under it is no longer folded.
+CHUNKER_VERSION = "4"
 # Chunking is linear, but a megabyte of empty headings still costs a minute of parsing.
 DEFAULT_TIME_BUDGET_SECONDS = 30.0
 
@@ -29,7 +30,8 @@ class ChunkingSettings:
             included. Text past it would be silently truncated by the model.
         overlap_sentences: Whole sentences repeated from the end of the previous chunk of the
             same section (0 = none).
-        min_section_tokens: Sections smaller than this merge with a neighbour.
+        min_section_tokens: Sections smaller than this merge with a neighbour, except one
+            with a titled heading of its own and text under it (`sections.keeps_its_title`).
         max_chunks: A document that would need more chunks fails with the reason (a
             megabyte of "#" or of table rows must not cost thousands of embeddings).
         max_chunk_chars: Most characters in one chunk's embedded text. A word the tokenizer

@@ -29,14 +29,11 @@ query matches.
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol, cast
-
-import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 
 from rag_pipeline.core.languages import language_prefix
+from rag_pipeline.core.stemming import SNOWBALL, stemmer
 from rag_pipeline.core.vocabulary import (
     Entry,
     VocabularyError,
@@ -46,32 +43,26 @@ from rag_pipeline.core.vocabulary import (
     parse_entries,
     singular_forms,
 )
+from rag_pipeline.core.vocabulary_cache import StemmedPhrase, VocabularyCache, cache_key
 from rag_pipeline.core.words import fold, function_words
 from rag_pipeline.search.plugins import source_vocabularies
 
 __all__ = ["Entry", "Vocabulary", "VocabularyError", "expansion_language", "parse_entries"]
 
 
-@dataclass(frozen=True)
-class _StemmedPhrase:
-    """A phrase of several words as stems; `content` without its function words when two or
-    more words are left ("attachments in the database" -> attach databas), else ()."""
-
-    stems: tuple[str, ...]
-    content: tuple[str, ...]
-    expansion: str
-
-
 class Vocabulary:
     """Per-language entries; `expansion()` gives the iDempiere words a query also means."""
 
-    def __init__(self, entries: Mapping[str, list[Entry]]) -> None:
+    def __init__(
+        self, entries: Mapping[str, list[Entry]], cache: VocabularyCache | None = None
+    ) -> None:
         # Per language: first word -> (phrase, expansion) of every phrase starting with it.
         self._by_first: dict[str, dict[str, list[tuple[tuple[str, ...], str]]]] = {}
         # Per language: the phrases of several words and their expansions, stemmed on the
-        # first query in that language (stemming them all cost a cold `rag search` 0.09 s).
+        # first query in that language (or read from `cache`: stemming costs 0.2 s a language).
         self._phrases: dict[str, list[tuple[tuple[str, ...], str]]] = {}
-        self._stemmed: dict[str, list[_StemmedPhrase]] = {}
+        self._stemmed: dict[str, list[StemmedPhrase]] = {}
+        self._cache = cache  # where the stems are read from, or kept when made
         self._stem_lock = threading.Lock()
         # Per language: every word of the user phrases (folded, singular).
         self._user_words: dict[str, set[str]] = {}
@@ -86,44 +77,62 @@ class Vocabulary:
                     if len(phrase) > 1:
                         self._phrases.setdefault(prefix, []).append((phrase, entry.expansion))
 
-    def _stemmed_phrases(self, prefix: str) -> list[_StemmedPhrase]:
+    def _stemmed_phrases(self, prefix: str) -> list[StemmedPhrase]:
         """The phrases of several words of a language as stems, the longest first."""
         with self._stem_lock:
             found = self._stemmed.get(prefix)
+            if found is None and self._cache is not None:
+                found = self._cache.stemmed(prefix)
             if found is None:
                 found = _stem_phrases(self._phrases.get(prefix, []), prefix)
-                self._stemmed[prefix] = found
+                if self._cache is not None:
+                    self._cache.write(stemmed={prefix: found})
+            self._stemmed[prefix] = found
             return found
 
     @classmethod
     def load(
-        cls, extra_dir: Path | None = None, declared: Sequence[VocabularyFiles] | None = None
+        cls,
+        extra_dir: Path | None = None,
+        declared: Sequence[VocabularyFiles] | None = None,
+        cache_dir: Path | None = None,
     ) -> "Vocabulary":
         """The files the sources declare (`declared`, default: every source's), plus
         `<language>.tsv` files from `extra_dir` (added to them; their source column may name
-        any kind a source declares)."""
+        any kind a source declares). `cache_dir` keeps them parsed and stemmed for the next
+        process, as long as neither they nor the code change (`core/vocabulary_cache.py`)."""
         if declared is None:
             declared = source_vocabularies()
-        entries: dict[str, list[Entry]] = {}
-        for files in declared:
-            for item in files.tsv_files():
-                text = item.read_text(encoding="utf-8")
-                lang = item.name.removesuffix(".tsv")
-                entries.setdefault(lang, []).extend(
-                    parse_entries(text.splitlines(), files.origin(item.name), files.source_kinds)
-                )
         kinds = tuple(dict.fromkeys(kind for files in declared for kind in files.source_kinds))
-        if extra_dir is not None:
-            for path in sorted(extra_dir.glob("*.tsv")):
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise VocabularyError(f"{path}: cannot be read ({exc})") from None
-                lang = language_prefix(path.stem)
-                entries.setdefault(lang, []).extend(
-                    parse_entries(text.splitlines(), str(path), kinds)
-                )
-        return cls(entries)
+        # (language, origin, source kinds, text) of each file, in reading order.
+        texts = [
+            (item.name.removesuffix(".tsv"), files.origin(item.name), files.source_kinds, text)
+            for files in declared
+            for item in files.tsv_files()
+            for text in [item.read_text(encoding="utf-8")]
+        ]
+        for path in sorted(extra_dir.glob("*.tsv")) if extra_dir is not None else ():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise VocabularyError(f"{path}: cannot be read ({exc})") from None
+            texts.append((language_prefix(path.stem), str(path), kinds, text))
+        named = [(" ".join((lang, origin, *k)), text) for lang, origin, k, text in texts]
+        key = cache_key(named, [__name__]) if cache_dir is not None else None
+        cache = None
+        if cache_dir is not None and key is not None:
+            cache = VocabularyCache(cache_dir / "vocabulary.json", key)
+            cached = cache.read()
+            if cached is not None:
+                return cls(cached, cache)
+        entries: dict[str, list[Entry]] = {}
+        for lang, origin, source_kinds, text in texts:
+            entries.setdefault(lang, []).extend(
+                parse_entries(text.splitlines(), origin, source_kinds)
+            )
+        if cache is not None:
+            cache.write(entries)
+        return cls(entries, cache)
 
     def phrases(self, language: str) -> list[tuple[str, str]]:
         """The user phrases of two words or more of `language` (folded words joined by
@@ -229,15 +238,6 @@ class Vocabulary:
         return matches
 
 
-# Snowball's name for a language prefix; other languages match their words unstemmed.
-_SNOWBALL = {
-    "ca": "catalan", "da": "danish", "de": "german", "en": "english", "es": "spanish",
-    "fi": "finnish", "fr": "french", "hu": "hungarian", "it": "italian", "nl": "dutch",
-    "no": "norwegian", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sv": "swedish",
-    "tr": "turkish",
-}  # fmt: skip
-
-
 @cache
 def _skippable(prefix: str) -> frozenset[str]:
     """The function words a phrase matched by its stems may do without ("pay the invoice",
@@ -251,13 +251,10 @@ _NEGATIONS = frozenset({"not", "no", "nor", "ni", "sin", "never", "nunca"})
 _GAP = 2
 
 
-class _Stemmer(Protocol):
-    def stemWord(self, word: str) -> str: ...  # noqa: N802 (snowballstemmer's name)
-
-
 @cache
 def _stemmer(prefix: str) -> Callable[[str], str]:
-    """The language's stemming function, safe to call from several threads at once.
+    """The language's stemming function (`core/stemming.py`), safe to call from several
+    threads at once; a language Snowball has no stemmer for keeps its words as they are.
 
     It stems a word's shortest singular form (`singular_forms`): Snowball's Spanish stems
     "almacenes" to almacen but "almacén" to almac, so a phrase written in the plural would
@@ -265,23 +262,13 @@ def _stemmer(prefix: str) -> Callable[[str], str]:
     first in alphabetical order, not the first a set yields, which depends on the process's
     hash seed.
     """
-    name = _SNOWBALL.get(prefix)
-    if name is None:
+    if prefix not in SNOWBALL:
         return lambda word: word
-    stemmer = cast(_Stemmer, snowballstemmer.stemmer(name))  # pyright: ignore[reportUnknownMemberType]
-    # A snowball stemmer keeps the word it works on in the instance: two threads stemming at
-    # once corrupt each other's (IndexError in find_among_b, seen with 8 search threads).
-    lock = threading.Lock()
-
-    def stem(word: str) -> str:
-        singular = min(singular_forms(word), key=lambda form: (len(form), form))
-        with lock:
-            return stemmer.stemWord(singular)
-
-    return stem
+    stem = stemmer(prefix)
+    return lambda word: stem(min(singular_forms(word), key=lambda form: (len(form), form)))
 
 
-def _stem_phrases(phrases: list[tuple[tuple[str, ...], str]], prefix: str) -> list[_StemmedPhrase]:
+def _stem_phrases(phrases: list[tuple[tuple[str, ...], str]], prefix: str) -> list[StemmedPhrase]:
     """`phrases` as stems (each distinct word stemmed once), the longest first."""
     stem = _stemmer(prefix)
     others = _skippable(prefix)
@@ -290,11 +277,11 @@ def _stem_phrases(phrases: list[tuple[tuple[str, ...], str]], prefix: str) -> li
     def stemmed(words: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(stems.get(word) or stems.setdefault(word, stem(word)) for word in words)
 
-    found: list[_StemmedPhrase] = []
+    found: list[StemmedPhrase] = []
     for phrase, expansion in phrases:
         content = tuple(word for word in phrase if word not in others)
         found.append(
-            _StemmedPhrase(
+            StemmedPhrase(
                 stemmed(phrase),
                 stemmed(content) if len(content) >= 2 and content != phrase else (),
                 expansion,
@@ -305,8 +292,8 @@ def _stem_phrases(phrases: list[tuple[tuple[str, ...], str]], prefix: str) -> li
 
 
 def _match_nearby(
-    phrases: list[_StemmedPhrase],
-    stems_of: Callable[[_StemmedPhrase], tuple[str, ...]],
+    phrases: list[StemmedPhrase],
+    stems_of: Callable[[StemmedPhrase], tuple[str, ...]],
     left: dict[int, str],
 ) -> list[tuple[list[int], str]]:
     """The phrases whose stems (`stems_of`) stand close together among `left` (position ->
