@@ -9,7 +9,9 @@ in a fresh process with a fresh embedded PostgreSQL under a temporary RAG_HOME, 
 
 - documents/s and chunks/s of the first ingest (the real Dagster job, every stage) and the
   seconds of each stage;
-- chunks/s of the raw embedder on exactly the same chunk texts in the same process (with
+- chunks/s of the raw embedder (both models with the multilingual second vector on, the
+  default; RAG_MULTILINGUAL_MODEL=none for the first alone) on exactly the same chunk texts in
+  the same process (with
   `--raw-sample N`, on an even sample of N of them, every k-th by chunk id), and the
   ratio of the two (target >= 0.90), by wall time and by CPU time (the pipeline process, its
   conversion workers and the PostgreSQL server: steadier when other work shares the machine);
@@ -391,13 +393,14 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
     from rag_pipeline.orchestration.source_registry import FILES
     from rag_pipeline.settings import load_settings
     from rag_pipeline.store.connection import connect
-    from rag_pipeline.store.runtime import load_embedder, ready_conninfo
+    from rag_pipeline.store.runtime import load_embedder, load_second_embedder, ready_conninfo
 
     settings = load_settings()
     # Warm-up outside the timings: server start, migrations, model load happen once per
     # process whatever the corpus size.
     conninfo = ready_conninfo(settings)
     embedder = load_embedder(settings)
+    second_model = load_second_embedder(settings)
     job = defs().resolve_job_def(FILES.ingest_job)
     key = register_folder(settings, corpus).name
     instance = dg.DagsterInstance.ephemeral()
@@ -457,6 +460,8 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
     sample = texts[::every]
     started, cpu = time.perf_counter(), clock.now()
     raw_vectors = embedder.embed_passages(sample)
+    if second_model is not None:  # the pipeline embeds every text with both models
+        second_model.embed_passages(sample)
     raw, raw_cpu = time.perf_counter() - started, clock.now() - cpu
 
     pipeline_rate = chunks / first
@@ -465,6 +470,8 @@ def run(corpus: Path, home: Path, profile: Path | None = None, raw_sample: int =
         f"pipeline: {stats['documents_new'] / first:7.1f} documents/s {pipeline_rate:7.1f} chunks/s"
     )
     which = f"the same {chunks}"
+    if second_model is not None:
+        which += f" (and {second_model.model_id}, the second vector)"
     if every > 1:
         which = f"every {every}th of the {chunks} ({len(sample)})"
     print(

@@ -32,14 +32,13 @@ from rag_pipeline.search import Searcher, SearchHit
 from rag_pipeline.search.collapse import LINEAGE, SECTION_COLLAPSE
 from rag_pipeline.search.hits import hit_from_row
 from rag_pipeline.search.queries import (
-    _FILTERS,  # pyright: ignore[reportPrivateUsage]
     _TYPED_FORM,  # pyright: ignore[reportPrivateUsage]
     FUSION,
     FUSION_SCORES,
     KEYWORD_RANKS,
     TITLE_RULES,
-    VECTOR_LEG,
     keyword_leg,
+    vector_leg,
 )
 
 _LEGS_VEC = """
@@ -61,10 +60,7 @@ def _statement(text: str) -> sql.SQL:
 
 def statements(exact_vectors: bool) -> tuple[sql.SQL, sql.SQL, sql.SQL]:
     """The vector leg, the keyword leg, and fusion + collapse + lineage over both legs' rows."""
-    distance = "c.embedding <=> %(query_vector)s"
-    vector = VECTOR_LEG.format(
-        filters=_FILTERS, vector_order=f"({distance}) + 0" if exact_vectors else distance
-    )
+    vector = vector_leg(exact=exact_vectors)
     raw, _, ranked = vector.partition("),\nvec AS (")
     keyword = ",".join(
         [

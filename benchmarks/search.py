@@ -9,9 +9,14 @@
    identifiers; its vector the real one perturbed towards the other text plus noise, so the
    vectors spread like a real corpus's instead of repeating. Ten chunks per document, two per
    section. The HNSW index is built after the load and timed.
+   With the multilingual second vector on (RAG_MULTILINGUAL_MODEL, the default), each chunk
+   gets that model's vector too, made the same way from the real texts' vectors.
 3. 500 queries (the labelled questions, dictionary names, identifiers, sentence fragments) run
    through `Searcher.search` in each mode, first from one client, then from 8 threads sharing
    one Searcher; the query-vector cache is off, so every vector/hybrid query embeds its text.
+   Then hybrid again with the second vector off (RAG_MULTILINGUAL_MODEL=none) and on, in turn
+   query by query: all queries, and the non-English ones alone (those the second vector
+   serves), one client.
 4. HNSW recall@10 against exact search for 200 query vectors, index sizes, how often the
    keyword leg's scan budget changes its top 10 against scoring every match, and the wall
    time of a cold `rag search` process.
@@ -106,19 +111,26 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def synthesize(
-    base_chunks: list[ChunkRow], base_vectors: np.ndarray, total: int, rng: random.Random
+    base_chunks: list[ChunkRow],
+    base_vectors: np.ndarray,
+    total: int,
+    rng: random.Random,
+    base_second: np.ndarray | None = None,
 ) -> tuple[
     list[tuple[str, Doc]],
     list[tuple[str, str, int, str, list[str], str, int, int]],
     list[ChunkRow],
     np.ndarray,
+    np.ndarray | None,
 ]:
-    """`total` varied chunks from the real ones, grouped in documents of ten."""
+    """`total` varied chunks from the real ones, grouped in documents of ten (and their second
+    vectors from `base_second`, mixed alike)."""
     nprng = np.random.default_rng(rng.randrange(1 << 30))
     documents: list[tuple[str, Doc]] = []
     sections: list[tuple[str, str, int, str, list[str], str, int, int]] = []
     chunks: list[ChunkRow] = []
     vectors = np.empty((total, base_vectors.shape[1]), dtype=np.float32)
+    second = None if base_second is None else np.empty((total, base_second.shape[1]), np.float32)
     sentences = [s.strip() for c in base_chunks for s in c.text.split(". ") if len(s) > 30]
     for i in range(total):
         if i % 10 == 0:
@@ -153,6 +165,10 @@ def synthesize(
         vector = base_vectors[a] + mix * base_vectors[b]
         vector += nprng.normal(0, 0.02, size=vector.shape).astype(np.float32)
         vectors[i] = vector / np.linalg.norm(vector)
+        if second is not None and base_second is not None:
+            other = base_second[a] + mix * base_second[b]
+            other += nprng.normal(0, 0.02, size=other.shape).astype(np.float32)
+            second[i] = other / np.linalg.norm(other)
         chunks.append(
             ChunkRow(
                 id=f"bench-chunk-{i:07d}",
@@ -169,7 +185,7 @@ def synthesize(
                 end_char=len(text),
             )
         )
-    return documents, sections, chunks, vectors
+    return documents, sections, chunks, vectors, second
 
 
 def make_queries(
@@ -309,6 +325,8 @@ def bounded_inputs(searcher, rng: random.Random) -> None:  # type: ignore[no-unt
 
 def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: ignore[no-untyped-def]
     """Create a database with `args.chunks` synthetic chunks; return its URL."""
+    from rag_pipeline.store.migrations import ensure_second_model
+    from rag_pipeline.store.runtime import load_second_embedder
     from rag_pipeline.store.server import resolve_conninfo
 
     admin = resolve_conninfo(settings)
@@ -322,12 +340,23 @@ def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: igno
     print(
         f"real texts: {len(base_chunks)} chunks embedded in {time.perf_counter() - started:.0f} s"
     )
+    second_model = load_second_embedder(settings)
+    base_second = None
+    if second_model is not None:
+        started = time.perf_counter()
+        base_second = second_model.embed_passages([c.embedded_text for c in base_chunks])
+        print(f"  and by {second_model.model_id} in {time.perf_counter() - started:.0f} s")
 
-    documents, sections, chunks, vectors = synthesize(base_chunks, base_vectors, args.chunks, rng)
+    documents, sections, chunks, vectors, second = synthesize(
+        base_chunks, base_vectors, args.chunks, rng, base_second
+    )
     with psycopg.connect(url) as conn:
         ensure_vector_column(conn, embedder.model_id, embedder.dimension)
         # Loading into an HNSW-indexed table inserts row by row into the graph; build it after.
         conn.execute("DROP INDEX rag.chunks_embedding_hnsw")
+        if second_model is not None:
+            ensure_second_model(conn, second_model.model_id, second_model.dimension)
+            conn.execute("DROP INDEX rag.chunks_embedding_ml_hnsw")
         conn.commit()
         started = time.perf_counter()
         step = 10_000
@@ -340,6 +369,7 @@ def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: igno
                 sections[sec_lo:sec_hi],
                 chunks[lo : lo + step],
                 vectors[lo : lo + step],
+                None if second is None else second[lo : lo + step],
             )
         load_seconds = time.perf_counter() - started
         conn.execute("SET maintenance_work_mem = '1GB'")
@@ -351,6 +381,14 @@ def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: igno
         )
         conn.commit()
         hnsw_seconds = time.perf_counter() - started
+        if second_model is not None:
+            started = time.perf_counter()
+            conn.execute(
+                "CREATE INDEX chunks_embedding_ml_hnsw ON rag.chunks"
+                " USING hnsw (embedding_ml vector_cosine_ops)"
+            )
+            conn.commit()
+            print(f"second vectors' HNSW index built in {time.perf_counter() - started:.0f} s")
         started = time.perf_counter()
         conn.execute("SELECT rag.refresh_term_stats()")
         conn.commit()
@@ -376,10 +414,12 @@ def load_index(args, settings, embedder, base_chunks, rng) -> str:  # type: igno
 def measure(url, args, settings, embedder, base_docs, base_chunks, rng) -> None:  # type: ignore[no-untyped-def]
     """Latencies per mode, HNSW recall and a cold process, on the index at `url`."""
     from rag_pipeline.search.engine import Searcher
+    from rag_pipeline.store.runtime import load_second_embedder
 
     queries = make_queries(base_docs, base_chunks, rng, args.queries)
     searcher = Searcher(settings, embedder=embedder, conninfo=url)
-    for query in queries[:20]:  # warm the pool, the caches and the model
+    # Warm the pool, the caches and the models (a Spanish query loads the second one).
+    for query in [*queries[:20], "órdenes de venta"]:
         searcher.search(query, mode="hybrid")
     print()
     print(f"{'mode':<9}{'clients':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'queries/s':>11}")
@@ -391,15 +431,53 @@ def measure(url, args, settings, embedder, base_docs, base_chunks, rng) -> None:
                 f"{figures['p99']:>9.1f}{figures['qps']:>11.1f}"
             )
 
+    second_vector_cost(url, settings, embedder, queries)
     vectors = [embedder.embed_query(q) for q in queries[:200]]
     recall = hnsw_recall(url, vectors, settings.search_ef_search)
     print(
         f"\nHNSW recall@10 against exact search (ef_search {settings.search_ef_search}): "
         f"{recall:.3f}"
     )
+    second = load_second_embedder(settings)
+    if second is not None:
+        vectors = [second.embed_query(q) for q in queries[:200]]
+        recall = hnsw_recall(url, vectors, settings.search_ef_search, "embedding_ml")
+        print(f"HNSW recall@10 of the second vectors ({second.model_id}): {recall:.3f}")
     keyword_agreement(url, settings, embedder, queries[:300])
     cold = cold_process(url, args.home)
     print(f"cold `rag search` process: {' / '.join(f'{s:.2f}' for s in cold)} s (3 runs)")
+
+
+def second_vector_cost(url: str, settings, embedder, queries: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Hybrid latency with the second vector off and on, query by query in turn (each first
+    every other time), one client."""
+    from rag_pipeline.search.engine import Searcher
+
+    if settings.second_vector_model is None:
+        return
+    off = Searcher(
+        settings.model_copy(update={"multilingual_model": "none"}), embedder=embedder, conninfo=url
+    )
+    on = Searcher(settings, embedder=embedder, conninfo=url)
+    other = [q for q in queries if on.understand(q, "hybrid").vector_column == "embedding_ml"]
+    for searcher in (off, on):  # warm both, the second model loaded before any timing
+        for query in queries[:20] + other[:5]:
+            searcher.search(query, mode="hybrid")
+    print()
+    for name, chosen in (("all", queries), ("non-English", other)):
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        for n, query in enumerate(chosen):
+            # Alternate which goes first: the second reads pages the first brought to memory.
+            pair = (("off", off), ("on", on)) if n % 2 == 0 else (("on", on), ("off", off))
+            for label, searcher in pair:
+                started = time.perf_counter()
+                searcher.search(query, top_k=10, mode="hybrid")
+                times[label].append(1000 * (time.perf_counter() - started))
+        print(
+            f"hybrid, {name} queries ({len(chosen)}), second vector off / on: "
+            f"p50 {percentile(times['off'], 50):.1f} / {percentile(times['on'], 50):.1f} ms, "
+            f"p95 {percentile(times['off'], 95):.1f} / {percentile(times['on'], 95):.1f} ms"
+        )
 
 
 def keyword_agreement(url: str, settings, embedder, queries: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -426,12 +504,14 @@ def keyword_agreement(url: str, settings, embedder, queries: list[str]) -> None:
         )
 
 
-def hnsw_recall(url: str, vectors: list[np.ndarray], ef_search: int) -> float:
-    """Mean share of the exact top 10 chunks the HNSW scan returns."""
+def hnsw_recall(
+    url: str, vectors: list[np.ndarray], ef_search: int, column: str = "embedding"
+) -> float:
+    """Mean share of the exact top 10 chunks the HNSW scan of `column` returns."""
     from pgvector.psycopg import register_vector
 
     found = 0
-    statement = "SELECT id FROM rag.chunks ORDER BY embedding <=> %s LIMIT 10"
+    statement = f"SELECT id FROM rag.chunks ORDER BY {column} <=> %s LIMIT 10"
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")

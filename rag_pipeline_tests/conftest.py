@@ -103,6 +103,7 @@ def rag_env(monkeypatch: pytest.MonkeyPatch, rag_home: Path, database_url: str) 
     monkeypatch.setenv("RAG_VECTORDB_URL", database_url)
     monkeypatch.delenv("RAG_EMBEDDING_MODEL", raising=False)
     monkeypatch.delenv("RAG_EMBEDDING_MODEL_PATH", raising=False)
+    monkeypatch.delenv("RAG_MULTILINGUAL_MODEL", raising=False)
     return load_settings()
 
 

@@ -127,8 +127,10 @@ def write_rows(
     sections: Sequence[tuple[str, str, int, str, list[str], str, int, int]],
     chunks: Sequence[ChunkRow],
     vectors: NDArray[np.float32],
+    second_vectors: NDArray[np.float32] | None = None,
 ) -> None:
-    """Write the rows through the index's own writer (one transaction; commits)."""
+    """Write the rows through the index's own writer (one transaction; commits);
+    `second_vectors`: the multilingual model's, when the index has that leg."""
     register_vector(conn)
     parents: dict[str, list[index.SectionRow]] = {}
     for section_id, doc_id, ordinal, title, heading_path, text, start, end in sections:
@@ -136,7 +138,7 @@ def write_rows(
             index.SectionRow(section_id, ordinal, title, heading_path, text, start, end)
         )
     pieces: dict[str, list[index.ChunkRow]] = {}
-    for c, vector in zip(chunks, vectors, strict=True):
+    for n, (c, vector) in enumerate(zip(chunks, vectors, strict=True)):
         pieces.setdefault(c.document_id, []).append(
             index.ChunkRow(
                 id=c.id,
@@ -150,6 +152,7 @@ def write_rows(
                 end_char=c.end_char,
                 text_sha256=hashlib.sha256(c.embedded_text.encode()).hexdigest(),
                 embedding=vector,
+                embedding_ml=None if second_vectors is None else second_vectors[n],
             )
         )
     index.write_documents(

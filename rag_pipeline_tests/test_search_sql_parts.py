@@ -17,9 +17,9 @@ from rag_pipeline.search.queries import (
     FUSION_SCORES,
     KEYWORD_RANKS,
     TITLE_RULES,
-    VECTOR_LEG,
     keyword_leg,
     search_statement,
+    vector_leg,
 )
 from rag_pipeline.settings import load_settings
 from rag_pipeline_tests import search_fixtures
@@ -83,7 +83,7 @@ def _titled() -> str:
 def test_the_vector_leg_ranks_sections_by_their_nearest_chunk(
     searcher: Searcher, indexed_db: str
 ) -> None:
-    leg = VECTOR_LEG.format(filters=_FILTERS, vector_order="c.embedding <=> %(query_vector)s")
+    leg = vector_leg()
     params = _params(searcher, "aisle bin and level of a locator")
     rows = _rows(indexed_db, f"WITH {leg} SELECT * FROM vec ORDER BY rank", params)
     assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
@@ -129,7 +129,7 @@ def test_fusion_scores_a_section_first_in_both_legs_one(
     searcher: Searcher, indexed_db: str
 ) -> None:
     params = _params(searcher, "aisle bin and level of a locator in the warehouse")
-    leg = VECTOR_LEG.format(filters=_FILTERS, vector_order="c.embedding <=> %(query_vector)s")
+    leg = vector_leg()
     sql = ",".join([_titled(), KEYWORD_RANKS, leg, FUSION.format(fusion=FUSION_SCORES["tmm"])])
     rows = _rows(indexed_db, sql + " SELECT * FROM fused ORDER BY score DESC", params)
     best = rows[0]

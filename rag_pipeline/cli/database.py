@@ -21,21 +21,26 @@ def register(main: click.Group) -> None:
 def init() -> None:
     """Create or upgrade the vector database schema and check the embedding model."""
     from rag_pipeline.store.connection import connect
-    from rag_pipeline.store.migrations import ensure_model, schema_version
-    from rag_pipeline.store.runtime import load_embedder, ready_conninfo
+    from rag_pipeline.store.migrations import ensure_model, ensure_second_model, schema_version
+    from rag_pipeline.store.runtime import load_embedder, load_second_embedder, ready_conninfo
 
     settings = cli_settings()
     with errors_as_messages():
         conninfo = ready_conninfo(settings)
         embedder = load_embedder(settings)
+        second = load_second_embedder(settings)
         with connect(conninfo) as conn:
             ensure_model(conn, embedder.model_id, embedder.dimension, force=False)
+            if second is not None:
+                ensure_second_model(conn, second.model_id, second.dimension)
             version = schema_version(conn)
     click.echo(f"database: {location(settings)} (schema version {version})")
     click.echo(
         f"model:    {embedder.model_id} ({embedder.dimension} dimensions, "
         f"max {embedder.max_tokens} tokens)"
     )
+    if second is not None:
+        click.echo(f"second:   {second.model_id} ({second.dimension} dimensions)")
 
 
 @click.command()

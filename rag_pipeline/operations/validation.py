@@ -40,6 +40,7 @@ def _run_all(settings: Settings) -> Iterator[CheckResult]:
         ("extensions", _extensions),
         ("foreign code", _foreign_code),
         ("model checksum", _model_checksum),
+        ("multilingual model", _second_model_checksum),
         ("stored model", _stored_model),
         ("iDempiere database", _idempiere_database),
         ("wiki", _wiki),
@@ -173,6 +174,24 @@ def _model_checksum(settings: Settings) -> str:
         return f"{settings.embedding_model} (fastembed verifies its own download)"
     verify_sha256(bundled_onnx_path(), BUNDLED_ONNX_SHA256)
     return f"{BUNDLED_MODEL_ID} sha256 {BUNDLED_ONNX_SHA256[:16]}… verified"
+
+
+def _second_model_checksum(settings: Settings) -> str:
+    from rag_pipeline.core.embedding import EmbeddingModelError
+    from rag_pipeline.core.multilingual_embedding import MULTILINGUAL_MODELS
+
+    name = settings.second_vector_model
+    if name is None:
+        return f"off (RAG_MULTILINGUAL_MODEL={settings.multilingual_model})"
+    packaged = MULTILINGUAL_MODELS[name]
+    try:
+        packaged.verified_files(packaged.load_module())
+    except EmbeddingModelError as exc:
+        raise CheckFailedError(f"RAG_MULTILINGUAL_MODEL={name}: {exc}") from exc
+    return (
+        f"{name} ({packaged.distribution} {packaged.version}) sha256 of "
+        f"{len(packaged.files)} weight files verified"
+    )
 
 
 def _stored_model(settings: Settings) -> str:

@@ -248,6 +248,7 @@ def _embeddings_asset(
             chunks,
             vectordb,
             embedder.embedder,
+            second=embedder.second,
             force=config.force,
             describe_failures=failures_table,
         )

@@ -92,6 +92,7 @@ def quality_asset(settings: Settings) -> dg.AssetsDefinition:
                 **quality_metadata(report),
                 "sets": ", ".join(s.name for s in sets),
                 "model_id": searcher.embedder.model_id,
+                "second_model_id": searcher.settings.second_vector_model or "none",
                 "ranking_overrides": ranking_overrides(searcher.ranking) or "none",
                 "vocabulary_fingerprint": vocabulary_fingerprint(searcher),
                 "vocabulary_weight": dg.MetadataValue.float(searcher.ranking.vocabulary_weight),

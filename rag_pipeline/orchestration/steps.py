@@ -37,7 +37,7 @@ from rag_pipeline.store.indexing import (
     stage_records,
 )
 from rag_pipeline.store.locks import advisory_lock
-from rag_pipeline.store.migrations import ensure_model
+from rag_pipeline.store.migrations import ensure_model, ensure_second_model
 
 
 def committing(
@@ -151,6 +151,7 @@ def embeddings_output(
     vectordb: VectorDBResource,
     model: Embedder,
     *,
+    second: Embedder | None = None,
     force: bool,
     describe_failures: Callable[[Sequence[FailedDocument]], str],
 ) -> IndexOutput:
@@ -165,11 +166,14 @@ def embeddings_output(
     source, partition_key = chunks.source_type, context.partition_key
     with vectordb.connect(autocommit=True) as conn:
         ensure_model(conn, model.model_id, model.dimension, force=force)
+        second_id = None if second is None else second.model_id
+        if second is not None:
+            ensure_second_model(conn, second.model_id, second.dimension)
         previous = index.stored_inputs(conn, source, partition_key)
         work = plan(
             chunks.content_hashes(conn),
             previous,
-            embeddings_fingerprint(model.model_id, model.max_tokens),
+            embeddings_fingerprint(model.model_id, model.max_tokens, second_id),
             force=force,
         )
     output = IndexOutput(
@@ -177,6 +181,7 @@ def embeddings_output(
         partition_key=partition_key,
         chunks_asset=chunks.asset_key,
         model_id=model.model_id,
+        second_model_id=second_id,
     )
 
     def stream() -> Iterator[IndexedDocument]:
@@ -191,6 +196,7 @@ def embeddings_output(
                 stage_records(conn, chunks.asset_key, work.todo),
                 model,
                 result,
+                second=second,
                 progress=lambda done: context.log.info(f"embedded {done} new chunk texts"),
             ):
                 chunks_written += len(document.chunks)
@@ -236,8 +242,10 @@ def _summarize(
         "documents_kept": len(kept),
         "chunks_embedded": result.chunks_embedded,
         "chunks_reused": result.chunks_reused,
+        "second_vectors_embedded": result.second_embedded,
         "embed_seconds": round(result.embed_seconds, 3),
         "model_id": model_id,
+        "second_model_id": output.second_model_id or "none",
     }
     output.metadata = {**output.stats, "seconds": round(time.perf_counter() - started, 3)}
     if result.failed:

@@ -5,7 +5,7 @@ from pydantic import Field, PrivateAttr
 
 from rag_pipeline.core.embedding import Embedder
 from rag_pipeline.settings import Settings, load_settings
-from rag_pipeline.store.runtime import load_embedder
+from rag_pipeline.store.runtime import load_embedder, load_second_embedder
 
 
 class EmbedderResource(dg.ConfigurableResource):
@@ -25,7 +25,13 @@ class EmbedderResource(dg.ConfigurableResource):
     chunk_target_tokens: int = Field(default=200, description="RAG_CHUNK_TARGET_TOKENS")
     chunk_overlap_sentences: int = Field(default=1, description="RAG_CHUNK_OVERLAP_SENTENCES")
 
+    multilingual_model: str = Field(
+        default="use-multilingual-v3",
+        description="RAG_MULTILINGUAL_MODEL: the second vector's model, or none",
+    )
+
     _embedder: Embedder | None = PrivateAttr(default=None)
+    _second: Embedder | None = PrivateAttr(default=None)
     _settings: Settings | None = PrivateAttr(default=None)
 
     @classmethod
@@ -41,11 +47,20 @@ class EmbedderResource(dg.ConfigurableResource):
             batch_tokens=settings.embedding_batch_tokens,
             chunk_target_tokens=settings.chunk_target_tokens,
             chunk_overlap_sentences=settings.chunk_overlap_sentences,
+            multilingual_model=settings.multilingual_model,
         )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Load the model before the step runs, so a bad model fails the step at once."""
         self._embedder = load_embedder(self.settings)
+        self._second = load_second_embedder(self.settings)
+
+    @property
+    def second(self) -> Embedder | None:
+        """The loaded multilingual model of the second vector, or None when it is off."""
+        if self._second is None:
+            self._second = load_second_embedder(self.settings)
+        return self._second
 
     @property
     def embedder(self) -> Embedder:
@@ -64,6 +79,7 @@ class EmbedderResource(dg.ConfigurableResource):
                 "embedding_batch_tokens": self.batch_tokens,
                 "chunk_target_tokens": self.chunk_target_tokens,
                 "chunk_overlap_sentences": self.chunk_overlap_sentences,
+                "multilingual_model": self.multilingual_model,
             }
             if self.model_path:
                 overrides["embedding_model_path"] = self.model_path

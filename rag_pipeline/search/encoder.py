@@ -46,6 +46,10 @@ class BundledQueryEncoder:
         options: Any = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
+        # Idle threads sleep instead of spinning: spinning ones took the cores from the second
+        # model's numpy and from PostgreSQL (at load 3-7: USE p95 43-59 -> 5 ms, and this
+        # model's own p95 28-34 -> 18-20 ms, docs/multilingual-models.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session: Any = ort.InferenceSession(
             str(model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )

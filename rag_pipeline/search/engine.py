@@ -33,9 +33,9 @@ from rag_pipeline.search.understanding import AddedWords, PreparedQuery, Underst
 from rag_pipeline.search.vocabulary.phrase_vectors import SimilarEntry
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.settings.ranking import Ranking
-from rag_pipeline.store.migrations import check_stored_model
+from rag_pipeline.store.migrations import check_stored_model, stored_second_model
 from rag_pipeline.store.pool import search_pool, without_timeout
-from rag_pipeline.store.runtime import ready_conninfo
+from rag_pipeline.store.runtime import SecondModel, ready_conninfo
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +78,9 @@ class Searcher:
         self._pool.run(lambda conn: check_stored_model(conn, model_id))
         self.rules = source_rankings()
         glossary = GlossaryCache(self._pool.run)
+        second = SecondModel(self.settings, self._stored_second_model)
         self.understanding = Understanding(
-            self.settings, self.ranking, self.embedder, self.rules, glossary
+            self.settings, self.ranking, self.embedder, self.rules, glossary, second
         )
         self.vocabulary = self.understanding.vocabulary
         self._stats_lock = threading.Lock()
@@ -179,7 +180,11 @@ class Searcher:
         """Run `prepared` as one statement (twice or more when the vector leg must widen)."""
         params = self.parameters(prepared, request)
         statement = search_statement(
-            prepared.mode, request.fusion, self.keyword_scorer, exact_vectors=self._small_index
+            prepared.mode,
+            request.fusion,
+            self.keyword_scorer,
+            exact_vectors=self._small_index,
+            vector_column=prepared.vector_column,
         )
         widest = self.ranking.max_vector_candidates
 
@@ -201,6 +206,10 @@ class Searcher:
                     params["vector_candidates"] *= 4
 
         return [hit_from_row(row, explain) for row in self._pool.run(execute)]
+
+    def _stored_second_model(self) -> str | None:
+        stored = self._pool.run(stored_second_model)
+        return None if stored is None else stored[0]
 
     def _mode(self, mode: Mode | None) -> Mode:
         chosen: Mode = mode or self.settings.search_mode

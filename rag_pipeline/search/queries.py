@@ -1,7 +1,8 @@
 """The search statement: one SQL round trip of named parts, filters inside, one hit a section.
 
 - `VECTOR_LEG`: pgvector cosine over the HNSW index (or exact below a size), each section
-  represented by its best chunk.
+  represented by its best chunk; of the first model's vectors, or of the multilingual second
+  model's (`embedding_ml`) for a question in a language the first does not read.
 - `KEYWORD_LEG` (`keyword_leg`): BM25-style over the query's lexemes in its language's
   text-search config. Per lexeme: IDF (rag.term_stats) times a saturated term frequency, the
   frequency being `ts_rank` of that lexeme alone scaled so one body occurrence counts 1, then
@@ -34,6 +35,7 @@ from psycopg import sql
 from rag_pipeline.search.collapse import LINEAGE, SECTION_COLLAPSE
 
 Mode = Literal["hybrid", "vector", "keyword"]
+VectorColumn = Literal["embedding", "embedding_ml"]
 Fusion = Literal["tmm", "minmax", "rrf"]
 KeywordScorer = Literal["bm25", "ts_rank"]
 
@@ -48,9 +50,9 @@ _FILTERS = """
 
 VECTOR_LEG = """
 vec_raw AS MATERIALIZED (
-    SELECT c.id, c.section_id, c.embedding <=> %(query_vector)s AS distance
+    SELECT c.id, c.section_id, c.{column} <=> %(query_vector)s AS distance
     FROM rag.chunks c
-    WHERE {filters}
+    WHERE {filters}{present}
     ORDER BY {vector_order}
     LIMIT %(vector_candidates)s
 ),
@@ -289,17 +291,16 @@ def search_statement(
     scorer: KeywordScorer = "bm25",
     *,
     exact_vectors: bool = False,
+    vector_column: VectorColumn = "embedding",
 ) -> sql.SQL:
     """The statement for one mode: its legs, fusion, section collapse and lineage.
 
     Its parameters are built by `request.statement_parameters`. `exact_vectors` orders by an
     expression the HNSW index cannot serve, so the vector leg compares every (filtered)
-    vector: exact, and cheap for a small index.
+    vector: exact, and cheap for a small index. `vector_column` is the vectors the query's
+    vector was made for (the second model's are NULL where it has not embedded a chunk).
     """
-    distance = "c.embedding <=> %(query_vector)s"
-    vector = VECTOR_LEG.format(
-        filters=_FILTERS, vector_order=f"({distance}) + 0" if exact_vectors else distance
-    )
+    vector = vector_leg(vector_column, exact=exact_vectors)
     keyword = [
         keyword_leg(scorer),
         TITLE_RULES.format(
@@ -320,6 +321,17 @@ def search_statement(
     text = "WITH" + ",".join(ctes) + LINEAGE
     # Constant text chosen by `mode`, `fusion` and `scorer`; values are bind parameters only.
     return sql.SQL(cast(LiteralString, text))
+
+
+def vector_leg(column: VectorColumn = "embedding", *, exact: bool = False) -> str:
+    """The vector leg's CTEs up to `vec`: each near section's best chunk, ranked."""
+    distance = f"c.{column} <=> %(query_vector)s"
+    return VECTOR_LEG.format(
+        column=column,
+        filters=_FILTERS,
+        present="" if column == "embedding" else f"    AND c.{column} IS NOT NULL\n",
+        vector_order=f"({distance}) + 0" if exact else distance,
+    )
 
 
 def keyword_leg(scorer: KeywordScorer = "bm25") -> str:

@@ -3,8 +3,9 @@
 What a search runs is decided here, before any ranking: the cleaned text and its language
 (`query.py`), typing errors corrected (`spelling.py`, one round trip to the index), the words
 the search vocabulary adds (`vocabulary/`), the entry whose phrase is closest in meaning, the
-query's vector, and the weights the query changes (a source's rules, `core/source_rules.py`). The
-executor (`engine.py`) runs a PreparedQuery as it is; `rag search --explain` prints it.
+query's vector (the multilingual second model's for a language the first does not read), and the
+weights the query changes (a source's rules, `core/source_rules.py`). The executor (`engine.py`)
+runs a PreparedQuery as it is; `rag search --explain` prints it.
 """
 
 import functools
@@ -21,7 +22,7 @@ from rag_pipeline.core.words import fold
 from rag_pipeline.search.encoder import QueryEmbedder
 from rag_pipeline.search.glossary import Carried, GlossaryCache
 from rag_pipeline.search.plugins import source_vocabularies
-from rag_pipeline.search.queries import Mode
+from rag_pipeline.search.queries import Mode, VectorColumn
 from rag_pipeline.search.query import Query, prepare_query
 from rag_pipeline.search.spelling import (
     Unknown,
@@ -63,6 +64,9 @@ class PreparedQuery:
     vector_weight: float
     entity_weights: Mapping[str, float]
     rule_weights: tuple[float, ...]  # per declared title rule, as this query weighs it
+    # The vectors `vector` is compared with: the first model's, or the multilingual model's.
+    vector_column: VectorColumn = "embedding"
+    vector_model: str = ""  # the model that made `vector`
 
     def describe(self) -> list[tuple[str, str]]:
         """(what, value) lines for `rag search --explain`."""
@@ -77,6 +81,7 @@ class PreparedQuery:
             ("model reads also", self.added.for_model or "-"),
             ("closest phrase", f"{similar.phrase!r} {similar.similarity:.2f}" if similar else "-"),
             ("title it names", self.named or "-"),
+            ("vector model", self.vector_model or "-"),
             ("vector weight", f"{self.vector_weight:g}"),
             ("entity weights", ", ".join(f"{k}={v:g}" for k, v in self.entity_weights.items())),
             ("title rule weights", ", ".join(f"{w:g}" for w in self.rule_weights) or "-"),
@@ -93,8 +98,12 @@ class Understanding:
         embedder: QueryEmbedder | Embedder,
         rules: Sequence[SourceRanking],
         glossary: GlossaryCache | None = None,
+        second: Callable[[], QueryEmbedder | None] | None = None,
     ) -> None:
+        """`second` gives the multilingual model whose vectors the index holds, or None (it
+        is asked at each query in a language the first model does not read)."""
         self.settings = settings
+        self._second = second
         self.glossary = glossary
         self.ranking = ranking
         self.embedder = embedder
@@ -105,6 +114,7 @@ class Understanding:
         )
         # Repeated queries skip the model; keyed by model too (`embedder` may be replaced).
         self._vectors = functools.lru_cache(settings.search_query_cache_size)(self._embed)
+        self._models: dict[str, QueryEmbedder | Embedder] = {embedder.model_id: embedder}
         self._phrase_vectors = PhraseVectors(
             self.vocabulary.phrases,
             embedder.embed_query,
@@ -136,15 +146,18 @@ class Understanding:
         query = replace(typed, text=apply_corrections(typed.text, corrections))
         head = replace(head, text=apply_corrections(head.text, corrections))
         added = self.added_words(head, mode)
+        second = self.second_model(query.language) if mode != "keyword" else None
+        model = second or self.embedder
+        weight = self.vector_weight(query.language)
         vector = None
         if mode != "keyword" and added.for_model:
             # The model reads the iDempiere words too: "supplier (business partner vendor)".
-            vector = self.query_vector(f"{head.text} ({added.for_model})")
+            vector = self.query_vector(f"{head.text} ({added.for_model})", model)
         elif mode != "keyword":
             # The phrase lookup's vector when there was one (else embedded twice, cache off).
-            vector = added.query_vector
+            vector = added.query_vector if second is None else None
             if vector is None:
-                vector = self.query_vector(head.text)
+                vector = self.query_vector(head.text, model)
         return PreparedQuery(
             typed=typed.text,
             query=query,
@@ -153,10 +166,20 @@ class Understanding:
             added=added,
             named=self.named(head),
             vector=vector,
-            vector_weight=self.vector_weight(query.language),
+            # The second model reads the query's language (its own weight, measured).
+            vector_weight=self.ranking.second_vector_weight if second else weight,
             entity_weights=self.entity_weights(query),
             rule_weights=self.rule_weights(query),
+            vector_column="embedding_ml" if second else "embedding",
+            vector_model=model.model_id if vector is not None else "",
         )
+
+    def second_model(self, language: str) -> QueryEmbedder | None:
+        """The multilingual model for a query in `language`, when the first model does not
+        read it and the index holds the second model's vectors; else None."""
+        if self._second is None or self.model_knows(language):
+            return None
+        return self._second()
 
     def corrections(self, query: Query, unknown: Callable[[Query], Unknown]) -> dict[str, str]:
         """`{typed word: the word meant}` for the misspelled words of `query` (none when
@@ -280,9 +303,13 @@ class Understanding:
             weights.append(1 / weight if rule.wanted_when.search(folded) else weight)
         return tuple(weights)
 
-    def query_vector(self, text: str) -> NDArray[np.float32]:
-        """The model's vector of `text` (cached)."""
-        return self._vectors(self.embedder.model_id, text)
+    def query_vector(
+        self, text: str, model: QueryEmbedder | Embedder | None = None
+    ) -> NDArray[np.float32]:
+        """`model`'s vector of `text` (cached; the first model by default)."""
+        chosen = model or self.embedder
+        self._models[chosen.model_id] = chosen
+        return self._vectors(chosen.model_id, text)
 
     def _embed(self, model_id: str, text: str) -> NDArray[np.float32]:
-        return self.embedder.embed_query(text).astype(np.float32)
+        return self._models[model_id].embed_query(text).astype(np.float32)

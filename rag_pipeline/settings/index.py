@@ -15,6 +15,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2-int8"
+MULTILINGUAL_MODEL = "use-multilingual-v3"
+MULTILINGUAL_CHOICES = ("use-multilingual-v3", "multilingual-e5-small-q4", "none")
 
 
 class IndexSettings(BaseSettings):
@@ -62,6 +64,12 @@ class IndexSettings(BaseSettings):
     embedding_max_tokens: Annotated[int, Field(ge=16, le=8192)] | None = Field(
         default=None, description="Override of the model's maximum sequence length."
     )
+    multilingual_model: str = Field(
+        default=MULTILINGUAL_MODEL,
+        description="A second vector for questions in a language RAG_SEARCH_MODEL_LANGUAGES"
+        " does not list: use-multilingual-v3, multilingual-e5-small-q4 (the `multilingual`"
+        " extra) or none. Changing it re-embeds on the next ingest.",
+    )
 
     workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
         default=None,
@@ -94,6 +102,20 @@ class IndexSettings(BaseSettings):
         default="demo",
         description="Folders the files sensor watches, separated by ':' ('demo' = bundled corpus).",
     )
+
+    @field_validator("multilingual_model")
+    @classmethod
+    def _known_multilingual_model(cls, value: str) -> str:
+        if value not in MULTILINGUAL_CHOICES:
+            raise ValueError(f"must be one of {', '.join(MULTILINGUAL_CHOICES)}")
+        return value
+
+    @property
+    def second_vector_model(self) -> str | None:
+        """The multilingual model of the second vector, or None (off, or the model itself)."""
+        if self.multilingual_model in ("none", self.embedding_model):
+            return None
+        return self.multilingual_model
 
     @field_validator("vectordb_url")
     @classmethod

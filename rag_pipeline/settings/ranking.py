@@ -94,6 +94,9 @@ class Ranking:
         "vector leg for a language the model does not know (it embeds it poorly)",
         "cross_language_vector_weight",
     )
+    second_vector_weight: float = _knob(
+        0.5, "vector leg when the multilingual second vector serves the query (of 0.25, 0.5, 1)"
+    )
     rrf_k: int = _count(60, "reciprocal rank fusion's k (fusion 'rrf' only)", "rrf_k")
     sections_exponent: float = _knob(
         0.1, "a page of n sections scores (1 + ln n)^-this times its best section"

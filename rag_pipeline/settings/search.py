@@ -93,11 +93,13 @@ class SearchSettings(BaseSettings):
     search_model_languages: str = Field(
         default="en",
         description="Language prefixes the embedding model understands, comma-separated "
-        "('*' for a multilingual model); queries in other languages lean on the keyword leg.",
+        "('*' for a multilingual model); queries in other languages are compared with the "
+        "second vector (RAG_MULTILINGUAL_MODEL), or lean on the keyword leg without it.",
     )
     search_cross_language_vector_weight: Annotated[float, Field(ge=0, le=100)] = Field(
         default=0.25,
-        description="The vector leg's weight for a query in a language the model does not know.",
+        description="The vector leg's weight for a query in a language the model does not know,"
+        " when no second vector serves it.",
     )
     search_vocabulary_weight: Annotated[float, Field(ge=0, le=1)] = Field(
         default=0.75,

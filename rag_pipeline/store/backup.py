@@ -44,8 +44,10 @@ from rag_pipeline.store.dump_loader import (
 from rag_pipeline.store.migrations import (
     available_migrations,
     ensure_model,
+    ensure_second_model,
     migrate,
     schema_version,
+    stored_second_model,
 )
 from rag_pipeline.store.schema_objects import code_objects, foreign_code, migrate_stepwise
 
@@ -182,6 +184,7 @@ def reference_allowlist(conninfo: str) -> Allowlist:
         with psycopg.connect(reference, autocommit=True) as conn:
             migrate_stepwise(conn, latest, dump_reference)
             ensure_model(conn, "reference", 3, force=False)
+            ensure_second_model(conn, "reference-ml", 3)
         dump_reference(latest)
     return Allowlist.from_dumps(dumps)
 
@@ -300,6 +303,7 @@ def check_restored(
         have = _schema_objects(conn)
         have_code = code_objects(conn)
         has_model = conn.execute("SELECT 1 FROM rag.store_info WHERE key = 'model_id'").fetchone()
+        has_second = stored_second_model(conn) is not None
     latest = max(m.version for m in available_migrations())
     if version != latest:
         raise BackupError(f"the dump's schema version is {version}, expected {latest}")
@@ -313,6 +317,8 @@ def check_restored(
         raise BackupError(f"the restored database holds {', '.join(foreign[:5])}: refused")
     if has_model:
         wanted.add(("index", "chunks_embedding_hnsw"))
+    if has_second:
+        wanted.add(("index", "chunks_embedding_ml_hnsw"))
     missing = sorted(wanted - have)
     if missing:
         shown = ", ".join(f"{kind} {name}" for kind, name in missing[:8])

@@ -47,6 +47,7 @@ class ChunkRow:
     end_char: int
     text_sha256: str
     embedding: NDArray[np.float32]
+    embedding_ml: NDArray[np.float32] | None = None  # the multilingual model's, if one is on
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def _copy_chunk_rows(
     with cur.copy(
         "COPY rag.chunks (id, document_id, section_id, source_type, language, ordinal,"
         " heading, text, embedded_text, token_count, start_char, end_char, text_sha256,"
-        " ts_config, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        " ts_config, embedding, embedding_ml) FROM STDIN WITH (FORMAT BINARY)"
     ) as copy:
         # regconfig's binary form is its OID.
         copy.set_types(
@@ -203,6 +204,7 @@ def _copy_chunk_rows(
                 "int4",
                 "text",
                 "oid",
+                "vector",
                 "vector",
             ]
         )
@@ -225,6 +227,7 @@ def _copy_chunk_rows(
                         c.text_sha256,
                         ts_oids[d.ts_config],
                         c.embedding,
+                        c.embedding_ml,
                     ]
                 )
 

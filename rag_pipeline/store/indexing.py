@@ -6,6 +6,9 @@ window, so batches pad little) on a background thread while the next window is r
 previous one is written, and each vector goes to the cache as it is made (a killed run loses
 little work). The index rows are built from the records and vectors in hand: nothing is read
 back. The pgvector IO manager consumes the rows inside its one transaction.
+
+With a second (multilingual) model, each chunk gets that model's vector too, from its own
+cache entries: a text one model has cached and the other not is embedded by the other only.
 No Dagster here.
 """
 
@@ -49,13 +52,17 @@ class EmbedResult:
     failed: list[FailedDocument] = field(default_factory=lambda: [])
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    second_embedded: int = 0  # texts the second model embedded now
     embed_seconds: float = 0.0
     computed: set[str] = field(default_factory=lambda: set())  # sha256 of texts embedded now
 
 
-def embeddings_fingerprint(model_id: str, max_tokens: int) -> str:
-    """Settings identity of the embeddings stage: a new model re-embeds."""
-    return f"embeddings:{EMBEDDINGS_VERSION}:{model_id}:{max_tokens}"
+def embeddings_fingerprint(
+    model_id: str, max_tokens: int, second_model_id: str | None = None
+) -> str:
+    """Settings identity of the embeddings stage: a new model (either one) re-embeds."""
+    second = f":{second_model_id}" if second_model_id else ""
+    return f"embeddings:{EMBEDDINGS_VERSION}:{model_id}:{max_tokens}{second}"
 
 
 def document_id(source_type: str, doc_key: str) -> str:
@@ -86,13 +93,27 @@ def stage_records(
 
 
 @dataclass
-class _Window:
-    """Documents whose new chunk texts are embedded together."""
+class _Missing:
+    """One model's share of a window: the texts its cache lacks and the vectors it holds."""
 
-    documents: list[Work] = field(default_factory=lambda: [])
     texts: dict[str, str] = field(default_factory=lambda: {})  # sha -> text to embed
-    lengths: list[int] = field(default_factory=lambda: [])  # model tokens of each text
+    lengths: list[int] = field(default_factory=lambda: [])  # the first model's tokens of each
     vectors: Vectors = field(default_factory=lambda: {})  # found in the cache
+
+
+@dataclass
+class _Window:
+    """Documents whose new chunk texts are embedded together, by each model."""
+
+    models: list[Embedder]
+    documents: list[Work] = field(default_factory=lambda: [])
+    missing: list[_Missing] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.missing = [_Missing() for _ in self.models]
+
+    def full(self) -> bool:
+        return any(len(m.texts) >= EMBED_WINDOW for m in self.missing)
 
 
 def embedded_documents(
@@ -101,44 +122,47 @@ def embedded_documents(
     embedder: Embedder,
     result: EmbedResult,
     *,
+    second: Embedder | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[IndexedDocument]:
     """Index rows of `(key, input hash, record)`, embedding the texts the cache lacks.
 
-    `conn` must be in autocommit mode: each window's vectors are committed to the cache as
-    they are made. `result` is complete once the iterator is exhausted.
+    `second` (the multilingual model) gives each chunk a second vector. `conn` must be in
+    autocommit mode: each window's vectors are committed to the cache as they are made.
+    `result` is complete once the iterator is exhausted.
     """
-    with ThreadPoolExecutor(1, thread_name_prefix="embed") as model:
-        running: tuple[_Window, Future[tuple[NDArray[np.float32], float]]] | None = None
-        for window in _windows(conn, records, embedder, result):
-            texts = list(window.texts.values())
-            # The model works on this window while the previous one is stored and written.
-            future = model.submit(_embed, embedder, texts, window.lengths)
+    models = [embedder] if second is None else [embedder, second]
+    with ThreadPoolExecutor(1, thread_name_prefix="embed") as pool:
+        running: tuple[_Window, Future[tuple[list[NDArray[np.float32]], float]]] | None = None
+        for window in _windows(conn, records, models, result):
+            # The models work on this window while the previous one is stored and written.
+            future = pool.submit(_embed, window)
             if running is not None:
-                yield from _finish(conn, *running, embedder, result, progress)
+                yield from _finish(conn, *running, result, progress)
             running = (window, future)
         if running is not None:
-            yield from _finish(conn, *running, embedder, result, progress)
+            yield from _finish(conn, *running, result, progress)
 
 
-def _embed(
-    embedder: Embedder, texts: list[str], lengths: list[int]
-) -> tuple[NDArray[np.float32], float]:
+def _embed(window: _Window) -> tuple[list[NDArray[np.float32]], float]:
     started = time.perf_counter()
-    vectors = embedder.embed_passages(texts, lengths=lengths)
+    vectors = [
+        model.embed_passages(list(m.texts.values()), lengths=m.lengths)
+        for model, m in zip(window.models, window.missing, strict=True)
+    ]
     return vectors, time.perf_counter() - started
 
 
 def _windows(
-    conn: psycopg.Connection, records: Iterable[Work], embedder: Embedder, result: EmbedResult
+    conn: psycopg.Connection, records: Iterable[Work], models: list[Embedder], result: EmbedResult
 ) -> Iterator[_Window]:
     seen: set[str] = set()
-    window = _Window()
+    window = _Window(models)
     iterator = iter(records)
     while batch := list(islice(iterator, READ_BATCH)):
         wanted: dict[str, tuple[str, int]] = {}  # sha -> (text, tokens) of the batch
         for key, input_hash, record in batch:
-            problem = budget_problem(record, embedder.max_tokens)
+            problem = budget_problem(record, models[0].max_tokens)
             if problem:
                 result.failed.append(FailedDocument(key, "embeddings", problem))
                 continue
@@ -149,17 +173,19 @@ def _windows(
                 wanted.setdefault(sha, (chunk.embedded_text, chunk.token_count))
         new = [sha for sha in wanted if sha not in seen]
         seen.update(new)
-        cached = cached_vectors(conn, embedder.model_id, new)
-        result.chunks_reused += len(cached)
-        window.vectors.update(cached)
-        for sha in new:
-            if sha not in cached:
-                text, tokens = wanted[sha]
-                window.texts[sha] = text
-                window.lengths.append(tokens)
-        if len(window.texts) >= EMBED_WINDOW:
+        for n, (model, missing) in enumerate(zip(models, window.missing, strict=True)):
+            cached = cached_vectors(conn, model.model_id, new)
+            if n == 0:
+                result.chunks_reused += len(cached)
+            missing.vectors.update(cached)
+            for sha in new:
+                if sha not in cached:
+                    text, tokens = wanted[sha]
+                    missing.texts[sha] = text
+                    missing.lengths.append(tokens)
+        if window.full():
             yield window
-            window = _Window()
+            window = _Window(models)
     if window.documents:
         yield window
 
@@ -167,46 +193,59 @@ def _windows(
 def _finish(
     conn: psycopg.Connection,
     window: _Window,
-    future: Future[tuple[NDArray[np.float32], float]],
-    embedder: Embedder,
+    future: Future[tuple[list[NDArray[np.float32]], float]],
     result: EmbedResult,
     progress: Callable[[int], None] | None,
 ) -> Iterator[IndexedDocument]:
     made, seconds = future.result()
     result.embed_seconds += seconds
-    embedded = list(zip(window.texts, made, strict=True))
-    store_vectors(conn, embedder.model_id, embedded)
-    vectors = {**window.vectors, **dict(embedded)}
-    if embedded:
-        result.chunks_embedded += len(embedded)
-        result.computed.update(window.texts)  # lineage: vectors this run computed
-        if progress is not None:
-            progress(result.chunks_embedded)
-    # Texts an earlier window embedded (or found) are in the cache by now.
-    earlier = {
+    shas = {
         text_sha256(c.embedded_text) for _, _, record in window.documents for c in record.chunks
-    } - vectors.keys()
-    vectors.update(cached_vectors(conn, embedder.model_id, sorted(earlier)))
+    }
+    per_model: list[Vectors] = []
+    for n, (model, missing, vectors) in enumerate(
+        zip(window.models, window.missing, made, strict=True)
+    ):
+        embedded = list(zip(missing.texts, vectors, strict=True))
+        store_vectors(conn, model.model_id, embedded)
+        found = {**missing.vectors, **dict(embedded)}
+        # Texts an earlier window embedded (or found) are in the cache by now.
+        found.update(cached_vectors(conn, model.model_id, sorted(shas - found.keys())))
+        per_model.append(found)
+        if n == 1:
+            result.second_embedded += len(embedded)
+        elif embedded:
+            result.chunks_embedded += len(embedded)
+            result.computed.update(missing.texts)  # lineage: vectors this run computed
+            if progress is not None:
+                progress(result.chunks_embedded)
+    second = per_model[1] if len(per_model) > 1 else None
     for key, input_hash, record in window.documents:
-        yield indexed_document(key, record, input_hash, embedder.model_id, vectors)
+        yield indexed_document(
+            key, record, input_hash, window.models[0].model_id, per_model[0], second
+        )
 
 
 def cached_documents(
-    conn: psycopg.Connection, records: Iterable[Work], model_id: str
+    conn: psycopg.Connection,
+    records: Iterable[Work],
+    model_id: str,
+    second_model_id: str | None = None,
 ) -> Iterator[IndexedDocument]:
     """Index rows of documents whose vectors are all in the cache already (nothing embedded)."""
     iterator = iter(records)
     while batch := list(islice(iterator, READ_BATCH)):
         shas = [text_sha256(c.embedded_text) for _, _, record in batch for c in record.chunks]
         vectors = cached_vectors(conn, model_id, shas)
-        missing = {sha for sha in shas if sha not in vectors}
+        second = cached_vectors(conn, second_model_id, shas) if second_model_id else None
+        missing = {sha for sha in shas if sha not in vectors or (second and sha not in second)}
         for key, input_hash, record in batch:
             if any(text_sha256(c.embedded_text) in missing for c in record.chunks):
                 raise RuntimeError(
                     f"{key}: chunk vectors are missing from the embedding cache "
                     "(was it cleared during the run?); run the job again"
                 )
-            yield indexed_document(key, record, input_hash, model_id, vectors)
+            yield indexed_document(key, record, input_hash, model_id, vectors, second)
 
 
 def indexed_document(
@@ -215,8 +254,10 @@ def indexed_document(
     input_hash: str,
     model_id: str,
     vectors: Vectors,
+    second: Vectors | None = None,
 ) -> IndexedDocument:
-    """The index rows of one document, its chunks' vectors taken from `vectors`."""
+    """The index rows of one document, its chunks' vectors taken from `vectors` (and the
+    second model's from `second`)."""
     info = record.info
     doc_id = document_id(info.source_type, key)
     sections: dict[int, SectionRow] = {}
@@ -248,6 +289,7 @@ def indexed_document(
                 end_char=c.end_char,
                 text_sha256=sha,
                 embedding=vectors[sha],
+                embedding_ml=None if second is None else second[sha],
             )
         )
     return IndexedDocument(

@@ -140,3 +140,44 @@ def ensure_model(conn: psycopg.Connection, model_id: str, dimension: int, *, for
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (model_id, str(dimension)),
         )
+
+
+def stored_second_model(conn: psycopg.Connection) -> tuple[str, int] | None:
+    """The model id and dimension of the stored second (multilingual) vectors, if any."""
+    rows = dict(
+        conn.execute(
+            "SELECT key, value FROM rag.store_info WHERE key IN ('ml_model_id', 'ml_dimension')"
+        ).fetchall()
+    )
+    if "ml_model_id" not in rows:
+        return None
+    return rows["ml_model_id"], int(rows["ml_dimension"])
+
+
+def ensure_second_model(conn: psycopg.Connection, model_id: str, dimension: int) -> None:
+    """Bind the second vector column to the multilingual model: its type and HNSW index.
+
+    Another model's second vectors are dropped (set NULL): the next run re-embeds them, since
+    the model is part of the embeddings stage's fingerprint, and search leaves the leg unused
+    until then (`stored_second_model` names another model).
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        if stored_second_model(conn) == (model_id, dimension):
+            return
+        conn.execute("DROP INDEX IF EXISTS rag.chunks_embedding_ml_hnsw")
+        conn.execute("UPDATE rag.chunks SET embedding_ml = NULL WHERE embedding_ml IS NOT NULL")
+        conn.execute(
+            sql.SQL("ALTER TABLE rag.chunks ALTER COLUMN embedding_ml TYPE vector({})").format(
+                sql.Literal(int(dimension))
+            )
+        )
+        conn.execute(
+            "CREATE INDEX chunks_embedding_ml_hnsw ON rag.chunks"
+            " USING hnsw (embedding_ml vector_cosine_ops)"
+        )
+        conn.execute(
+            "INSERT INTO rag.store_info (key, value) VALUES ('ml_model_id', %s),"
+            " ('ml_dimension', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (model_id, str(dimension)),
+        )
