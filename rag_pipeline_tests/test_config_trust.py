@@ -20,6 +20,7 @@ from rag_pipeline.orchestration.instance import MANAGED_MARKER, dagster_home, da
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.settings.trust import UntrustedConfigError
 from rag_pipeline.store.server import private_home
+from rag_pipeline.store.server_user import _account_tool  # pyright: ignore[reportPrivateUsage]
 
 _as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a second local user needs root")
 
@@ -41,7 +42,9 @@ def _popen_yaml(marker: Path) -> str:
 def stranger() -> Iterator[str]:
     """A temporary local user, removed afterwards."""
     name = f"ragt{uuid.uuid4().hex[:8]}"
-    command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+    # Found like the product finds it: a root shell's PATH may lack the sbin folders.
+    useradd, userdel = _account_tool("useradd"), _account_tool("userdel")
+    command = [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
     # useradd refuses while another process edits the user database (the server users of
     # tests running beside this one): try again, as their own code does through a lock.
     for _ in range(40):
@@ -51,7 +54,7 @@ def stranger() -> Iterator[str]:
     else:
         subprocess.run(command, check=True, capture_output=True)
     yield name
-    subprocess.run(["userdel", name], check=False, capture_output=True)
+    subprocess.run([userdel, name], check=False, capture_output=True)
 
 
 def _owned_by(path: Path, user: str) -> None:

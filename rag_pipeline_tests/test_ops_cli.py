@@ -54,7 +54,7 @@ def test_validate_passes_on_the_embedded_defaults(
     assert "verified" in result.output
     # RAG_LANGUAGES=all, resolved in the demo database: its base language and its translation.
     assert "languages en_US, es_CO)" in result.output
-    assert "all 9 checks passed" in result.output
+    assert "all 10 checks passed" in result.output
 
 
 def test_validate_names_what_fails_and_exits_1(
@@ -69,7 +69,7 @@ def test_validate_names_what_fails_and_exits_1(
     lines = result.output.splitlines()
     failed = {line.split()[1] for line in lines if line.startswith("FAIL")}
     assert failed == {"iDempiere", "wiki"}, result.output
-    assert "2 of 9 checks failed: iDempiere database, wiki" in result.output
+    assert "2 of 10 checks failed: iDempiere database, wiki" in result.output
     assert any(line.startswith("PASS") and "vector database" in line for line in lines)
 
 

