@@ -74,14 +74,45 @@ def schema_version(conn: psycopg.Connection) -> int:
 
 def stored_model(conn: psycopg.Connection) -> tuple[str, int] | None:
     """The model id and dimension the stored vectors were made with, if any."""
+    return _stored(conn, "")
+
+
+def _stored(conn: psycopg.Connection, prefix: str) -> tuple[str, int] | None:
+    """`(model id, dimension)` under rag.store_info's `<prefix>model_id` and `<prefix>dimension`."""
+    model, dimension = f"{prefix}model_id", f"{prefix}dimension"
     rows = dict(
         conn.execute(
-            "SELECT key, value FROM rag.store_info WHERE key IN ('model_id', 'dimension')"
+            "SELECT key, value FROM rag.store_info WHERE key IN (%s, %s)", (model, dimension)
         ).fetchall()
     )
-    if "model_id" not in rows:
+    if model not in rows:
         return None
-    return rows["model_id"], int(rows["dimension"])
+    return rows[model], int(rows[dimension])
+
+
+def _bind_column(
+    conn: psycopg.Connection, column: str, prefix: str, model_id: str, dimension: int
+) -> None:
+    """Type a vector column for `dimension`, (re)build its HNSW index `chunks_<column>_hnsw`
+    and record the model under `<prefix>model_id` / `<prefix>dimension`."""
+    index = sql.Identifier(f"chunks_{column}_hnsw")
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS rag.{}").format(index))
+    # A type modifier cannot be a bind parameter; Literal renders the integer safely.
+    conn.execute(
+        sql.SQL("ALTER TABLE rag.chunks ALTER COLUMN {} TYPE vector({})").format(
+            sql.Identifier(column), sql.Literal(int(dimension))
+        )
+    )
+    conn.execute(
+        sql.SQL("CREATE INDEX {} ON rag.chunks USING hnsw ({} vector_cosine_ops)").format(
+            index, sql.Identifier(column)
+        )
+    )
+    conn.execute(
+        "INSERT INTO rag.store_info (key, value) VALUES (%s, %s), (%s, %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (f"{prefix}model_id", model_id, f"{prefix}dimension", str(dimension)),
+    )
 
 
 def check_stored_model(conn: psycopg.Connection, model_id: str) -> None:
@@ -124,34 +155,12 @@ def ensure_model(conn: psycopg.Connection, model_id: str, dimension: int, *, for
                 )
             # Documents without chunks would look unchanged to the next run: drop them too.
             conn.execute("DELETE FROM rag.documents")
-        conn.execute("DROP INDEX IF EXISTS rag.chunks_embedding_hnsw")
-        # A type modifier cannot be a bind parameter; Literal renders the integer safely.
-        conn.execute(
-            sql.SQL("ALTER TABLE rag.chunks ALTER COLUMN embedding TYPE vector({})").format(
-                sql.Literal(int(dimension))
-            )
-        )
-        conn.execute(
-            "CREATE INDEX chunks_embedding_hnsw ON rag.chunks"
-            " USING hnsw (embedding vector_cosine_ops)"
-        )
-        conn.execute(
-            "INSERT INTO rag.store_info (key, value) VALUES ('model_id', %s), ('dimension', %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (model_id, str(dimension)),
-        )
+        _bind_column(conn, "embedding", "", model_id, dimension)
 
 
 def stored_second_model(conn: psycopg.Connection) -> tuple[str, int] | None:
     """The model id and dimension of the stored second (multilingual) vectors, if any."""
-    rows = dict(
-        conn.execute(
-            "SELECT key, value FROM rag.store_info WHERE key IN ('ml_model_id', 'ml_dimension')"
-        ).fetchall()
-    )
-    if "ml_model_id" not in rows:
-        return None
-    return rows["ml_model_id"], int(rows["ml_dimension"])
+    return _stored(conn, "ml_")
 
 
 def ensure_second_model(conn: psycopg.Connection, model_id: str, dimension: int) -> None:
@@ -165,19 +174,7 @@ def ensure_second_model(conn: psycopg.Connection, model_id: str, dimension: int)
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         if stored_second_model(conn) == (model_id, dimension):
             return
+        # The index goes before the update, which would otherwise maintain it row by row.
         conn.execute("DROP INDEX IF EXISTS rag.chunks_embedding_ml_hnsw")
         conn.execute("UPDATE rag.chunks SET embedding_ml = NULL WHERE embedding_ml IS NOT NULL")
-        conn.execute(
-            sql.SQL("ALTER TABLE rag.chunks ALTER COLUMN embedding_ml TYPE vector({})").format(
-                sql.Literal(int(dimension))
-            )
-        )
-        conn.execute(
-            "CREATE INDEX chunks_embedding_ml_hnsw ON rag.chunks"
-            " USING hnsw (embedding_ml vector_cosine_ops)"
-        )
-        conn.execute(
-            "INSERT INTO rag.store_info (key, value) VALUES ('ml_model_id', %s),"
-            " ('ml_dimension', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (model_id, str(dimension)),
-        )
+        _bind_column(conn, "embedding_ml", "ml_", model_id, dimension)
