@@ -6,6 +6,7 @@ import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -19,6 +20,9 @@ from rag_pipeline.store.server import (
     resolve_conninfo,
     stop_embedded_server,
 )
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
@@ -94,6 +98,15 @@ def database_url(pg_admin_uri: str) -> Iterator[str]:
     yield pg_admin_uri.replace("/postgres?", f"/{name}?")
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def instance() -> Iterator["dg.DagsterInstance"]:
+    """A throwaway Dagster instance (its storage in a temporary folder)."""
+    import dagster as dg
+
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
 
 
 @pytest.fixture

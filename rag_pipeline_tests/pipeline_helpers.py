@@ -55,3 +55,17 @@ def write(folder: Path, name: str, text: str | bytes) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+# Four short English pages of a user manual: what a Spanish question should find.
+ENGLISH_PAGES = {
+    "vendor-invoices.md": "# Vendor invoices\n\nEnter the invoice a supplier sends you in the "
+    "Invoice (Vendor) window: choose the business partner, the price list and the lines, then "
+    "complete the document so that it can be paid.",
+    "locators.md": "# Warehouse locators\n\nEvery locator has an aisle, a bin and a level "
+    "coordinate; one locator of each warehouse is the default.",
+    "roles.md": "# User roles\n\nA role grants access to windows, processes and reports; users "
+    "log in with one of their roles.",
+    "periods.md": "# Closing periods\n\nOpen and close accounting periods per month in the "
+    "Calendar, Year and Period window.",
+}

@@ -6,7 +6,6 @@ stored text and every search result must be identical.
 """
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +46,6 @@ SELECTS = {
     "stages": "SELECT asset_key, doc_key, meta::text, body FROM rag.stage_documents",
     "cache": "SELECT model_id, text_sha256, embedding::text FROM rag.embedding_cache",
 }
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 def _hostile_corpus(folder: Path, shared_fixtures: Path) -> None:

@@ -29,12 +29,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
-
-
-@pytest.fixture
 def indexed(rag_env: Settings, database_url: str, instance: dg.DagsterInstance, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A database holding two ingested documents."""
     write(tmp_path / "kb", "a.md", "# Period control\n\nOpen and close accounting periods.\n")

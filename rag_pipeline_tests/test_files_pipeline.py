@@ -1,7 +1,6 @@
 """The files source end to end: real Dagster job, real PostgreSQL + pgvector, real model."""
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -56,12 +55,6 @@ ROLES_EDITORJS = {
         },
     ],
 }
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -21,12 +20,6 @@ from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import ingest, write
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 @pytest.fixture

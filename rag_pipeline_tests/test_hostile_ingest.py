@@ -6,11 +6,9 @@ These run the real files job; they rely on the files source reading through
 
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from rag_pipeline.settings import Settings
 from rag_pipeline.store.connection import connect
@@ -18,12 +16,6 @@ from rag_pipeline_tests.pipeline_helpers import ingest, write
 
 # Time after which a hung ingest is unblocked so that the test can fail instead of hanging.
 _HANG_GUARD_SECONDS = 300
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 def _indexed_text(conninfo: str) -> str:

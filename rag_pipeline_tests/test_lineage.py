@@ -41,12 +41,6 @@ def guide(beta: str, gamma: bool = False) -> str:
     return text + (f"\n## Gamma\n\n{GAMMA}\n" if gamma else "")
 
 
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
-
-
 def rag(*args: str) -> Any:
     return CliRunner().invoke(main, list(args))
 

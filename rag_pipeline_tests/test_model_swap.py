@@ -6,7 +6,6 @@ finds the English page.
 """
 
 import importlib.util
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -18,27 +17,9 @@ from rag_pipeline.search import Searcher
 from rag_pipeline.settings import Settings, load_settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.migrations import ModelMismatchError, stored_model
-from rag_pipeline_tests.pipeline_helpers import ingest, write
+from rag_pipeline_tests.pipeline_helpers import ENGLISH_PAGES, ingest, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-PAGES = {
-    "vendor-invoices.md": "# Vendor invoices\n\nEnter the invoice a supplier sends you in the "
-    "Invoice (Vendor) window: choose the business partner, the price list and the lines, then "
-    "complete the document so that it can be paid.",
-    "locators.md": "# Warehouse locators\n\nEvery locator has an aisle, a bin and a level "
-    "coordinate; one locator of each warehouse is the default.",
-    "roles.md": "# User roles\n\nA role grants access to windows, processes and reports; users "
-    "log in with one of their roles.",
-    "periods.md": "# Closing periods\n\nOpen and close accounting periods per month in the "
-    "Calendar, Year and Period window.",
-}
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 @pytest.mark.parametrize("model_id", [E5_MODEL_ID, USE_MODEL_ID])
@@ -54,7 +35,7 @@ def test_a_forced_ingest_swaps_minilm_for_a_multilingual_model(
     if importlib.util.find_spec(packaged.module) is None:
         pytest.skip(f"{packaged.distribution} is not installed (the multilingual extra)")
     corpus = tmp_path / "manual"
-    for name, text in PAGES.items():
+    for name, text in ENGLISH_PAGES.items():
         write(corpus, name, text)
     ingest(corpus, instance)
     with connect(database_url) as conn:
@@ -69,7 +50,7 @@ def test_a_forced_ingest_swaps_minilm_for_a_multilingual_model(
 
     stats = ingest(corpus, instance, force=True)
     assert stats["model_id"] == model_id
-    assert stats["documents_changed"] + stats["documents_new"] == len(PAGES)
+    assert stats["documents_changed"] + stats["documents_new"] == len(ENGLISH_PAGES)
     # The cache holds MiniLM's vectors and those of the default second vector, USE: a swap to
     # USE embeds nothing again, a swap to e5 everything.
     if model_id == USE_MODEL_ID:
@@ -81,7 +62,9 @@ def test_a_forced_ingest_swaps_minilm_for_a_multilingual_model(
     searcher = Searcher(load_settings())
     with connect(database_url) as conn:
         assert stored_model(conn) == (model_id, searcher.embedder.embed_query("x").shape[0])
-        assert conn.execute("SELECT count(*) FROM rag.documents").fetchone() == (len(PAGES),)
+        assert conn.execute("SELECT count(*) FROM rag.documents").fetchone() == (
+            len(ENGLISH_PAGES),
+        )
 
     hits = searcher.search("¿Dónde registro la factura de un proveedor?", mode="vector", top_k=2)
     assert hits[0].title == "Vendor invoices"

@@ -5,7 +5,6 @@ multilingual, a default dependency). MiniLM reads English only; a question in an
 goes to the second model's vectors (`embedding_ml`), an English one stays on MiniLM's.
 """
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -19,35 +18,18 @@ from rag_pipeline.search import Searcher
 from rag_pipeline.settings import ConfigError, Settings, load_settings
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.migrations import ensure_second_model, stored_second_model
-from rag_pipeline_tests.pipeline_helpers import ingest, write
+from rag_pipeline_tests.pipeline_helpers import ENGLISH_PAGES, ingest, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PAGES = {
-    "vendor-invoices.md": "# Vendor invoices\n\nEnter the invoice a supplier sends you in the "
-    "Invoice (Vendor) window: choose the business partner, the price list and the lines, then "
-    "complete the document so that it can be paid.",
-    "locators.md": "# Warehouse locators\n\nEvery locator has an aisle, a bin and a level "
-    "coordinate; one locator of each warehouse is the default.",
-    "roles.md": "# User roles\n\nA role grants access to windows, processes and reports; users "
-    "log in with one of their roles.",
-    "periods.md": "# Closing periods\n\nOpen and close accounting periods per month in the "
-    "Calendar, Year and Period window.",
-}
 SPANISH = "¿Dónde registro la factura que me envía un proveedor?"
 ENGLISH = "where do I enter the invoice a supplier sends"
 
 
 @pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
-
-
-@pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     folder = tmp_path / "manual"
-    for name, text in PAGES.items():
+    for name, text in ENGLISH_PAGES.items():
         write(folder, name, text)
     return folder
 
@@ -123,7 +105,7 @@ def test_turning_the_second_vector_on_adds_it_without_re_embedding_minilm(
         assert _second_vectors_missing(conn, load_settings(), "files")
 
     second = ingest(corpus, instance)
-    assert second["documents_changed"] == len(PAGES)
+    assert second["documents_changed"] == len(ENGLISH_PAGES)
     assert second["chunks_embedded"] == 0  # MiniLM's vectors come from the cache
     assert second["second_vectors_embedded"] == first["chunks_embedded"]
     with connect(database_url) as conn:

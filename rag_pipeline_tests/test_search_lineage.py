@@ -1,6 +1,5 @@
 """Search hits carry their lineage: source version, partition, ingestion time and run id."""
 
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -14,12 +13,6 @@ from rag_pipeline.store.connection import connect
 from rag_pipeline_tests.pipeline_helpers import folder_partition, ingest, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 def test_a_hit_names_its_source_version_partition_time_and_run(

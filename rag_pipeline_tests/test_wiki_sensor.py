@@ -58,12 +58,6 @@ def server() -> Iterator[MediaWikiServer]:
         yield running
 
 
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
-
-
 class Harness:
     """Ticks the sensor like the daemon does and runs what it requests."""
 
