@@ -1,71 +1,37 @@
-"""Document lineage at each index write: history rows and the materialization's document table.
+"""Document lineage in the UI: the materialization metadata of each index write.
 
-The pgvector IO manager calls `record_index_write` once per partition, inside its transaction,
-after the documents are written: the written documents become new versions
-(`store/history.py`), and the materialization's metadata lists the documents the write added,
-changed, deleted or failed, so a user can go from a run to its documents in the UI (and from
-a document to its runs with `rag show`).
+The index writer (`store/index_writer.py`) records the written documents as new versions in
+the write's transaction (`store/history.py`). The pgvector IO manager turns what it wrote into
+metadata: the row counts, and a table of the documents the write added, changed, deleted or
+failed, so a user can go from a run to its documents in the UI (and from a document to its
+runs with `rag show`).
 """
 
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import dagster as dg
-import psycopg
 
-from rag_pipeline.core import document_stages
-from rag_pipeline.core.models import FailedDocument
-from rag_pipeline.settings import Settings
-from rag_pipeline.store import history
+from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT
 from rag_pipeline.store.history import DocumentChange
-from rag_pipeline.store.indexing import EMBEDDINGS_VERSION
+from rag_pipeline.store.index_writer import IndexWrite
 
 # Rows of the materialization's document table; the full list is in `rag show`/`rag status`.
 TABLE_ROWS: Final = 50
 DOCUMENTS_METADATA: Final = "documents"
 
 
-class WrittenIndex(Protocol):
-    """What the IO manager wrote (an `IndexOutput`)."""
-
-    source_type: str
-    ready: dict[str, str]
-    failed: list[FailedDocument]
-    computed: set[str]
-
-
-def stage_code_versions() -> dict[str, str]:
-    """The code version of every stage of a source's chain, raw to embeddings."""
-    return {
-        "raw": document_stages.RAW_VERSION,
-        **document_stages.code_versions(),
-        "embeddings": EMBEDDINGS_VERSION,
+def write_metadata(written: IndexWrite) -> dict[str, Any]:
+    """The materialization metadata of a partition's index write."""
+    metadata: dict[str, Any] = {
+        PARTITION_ROW_COUNT: written.counts["chunks"],
+        "documents_deleted": written.documents_deleted,
+        "documents_in_partition": written.counts["documents"],
+        "sections_in_partition": written.counts["sections"],
     }
-
-
-def record_index_write(
-    conn: psycopg.Connection, run_id: str, written: WrittenIndex, settings: Settings
-) -> dict[str, Any]:
-    """Record the written documents' versions; return the materialization's metadata entries."""
-    changes = history.record_versions(
-        conn,
-        run_id=run_id,
-        source_type=written.source_type,
-        keys=sorted(written.ready),
-        computed=written.computed,
-        code_versions=stage_code_versions(),
-        keep=settings.history_versions,
-    )
-    changes += history.deleted_documents(conn, written.source_type)
-    changes += [_failure(f) for f in written.failed]
-    if not changes:
-        return {}
-    return {DOCUMENTS_METADATA: documents_table(changes)}
-
-
-def _failure(failed: FailedDocument) -> DocumentChange:
-    # A failure names the document by its key (`<source id>[@<language>]`), shown as it is.
-    return DocumentChange("failed", failed.source_id, "", "", f"{failed.stage}: {failed.reason}")
+    if written.changes:
+        metadata[DOCUMENTS_METADATA] = documents_table(written.changes)
+    return metadata
 
 
 def documents_table(changes: Sequence[DocumentChange]) -> dg.TableMetadataValue:

@@ -3,8 +3,8 @@
 Each stage asset reads its upstream stage's records (`StageView`), transforms only what
 changed (`steps.document_stage`) and rejects a document that breaks its stage's rule: the
 document keeps its previous version and the failure is recorded, which the stage's check
-(`checks.py`) reports per partition. The embeddings asset hands the partition's rows to the
-pgvector IO manager, which embeds them as it writes.
+(`checks.py`) reports per partition. The embeddings asset embeds what changed and writes the
+partition's index itself, through the index writer; the pgvector IO manager reports it.
 """
 
 import time
@@ -38,7 +38,7 @@ from rag_pipeline.orchestration.checks import (
     freshness_hours,
 )
 from rag_pipeline.orchestration.source_registry import EMBEDDINGS, SourceSpec
-from rag_pipeline.orchestration.steps import document_stage, embeddings_output
+from rag_pipeline.orchestration.steps import document_stage, embeddings_step
 from rag_pipeline.resources.embedder import EmbedderResource
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import load_settings
@@ -241,9 +241,7 @@ def _embeddings_asset(
         vectordb: VectorDBResource,
         embedder: EmbedderResource,
     ) -> dg.MaterializeResult[IndexOutput]:
-        # The vectors are made as the IO manager writes the rows: the figures of the run
-        # (documents, chunks embedded, seconds) are its output metadata.
-        output = embeddings_output(
+        output, metadata = embeddings_step(
             context,
             chunks,
             vectordb,
@@ -252,7 +250,7 @@ def _embeddings_asset(
             force=config.force,
             describe_failures=failures_table,
         )
-        return dg.MaterializeResult(value=output)
+        return dg.MaterializeResult(value=output, metadata=metadata)
 
     return embeddings
 

@@ -7,13 +7,14 @@ per document. It then completes its partition in one transaction (the raw stage'
 becomes the partition's membership, rows of documents no partition lists any more are
 deleted, failures are recorded). The stage IO manager only hands views downstream.
 
-The embeddings step hands its IO manager a stream of index rows (see `store/indexing.py`): the
-chunk records are read once and the vectors come from the model or the cache as they are
-made; the IO manager writes them inside its one transaction.
+The embeddings step writes the index the same way, through its one writer
+(`store/index_writer.py`): the chunk records are read once, the vectors come from the model or
+the cache as they are made (`store/indexing.py`), and each document's rows are written as they
+are built, in one transaction. Its IO manager gets the complete result.
 """
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from rag_pipeline.io_managers.pgvector import IndexOutput
 from rag_pipeline.io_managers.stage import PARTITION_ROW_COUNT, StageView
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.store import index, runs, stages
-from rag_pipeline.store.index import IndexedDocument
+from rag_pipeline.store.index_writer import partition_writer
 from rag_pipeline.store.indexing import (
     EmbedResult,
     embedded_documents,
@@ -145,7 +146,7 @@ def document_stage(
     return StageResult(summary, metadata)
 
 
-def embeddings_output(
+def embeddings_step(
     context: dg.AssetExecutionContext,
     chunks: StageView,
     vectordb: VectorDBResource,
@@ -154,11 +155,13 @@ def embeddings_output(
     second: Embedder | None = None,
     force: bool,
     describe_failures: Callable[[Sequence[FailedDocument]], str],
-) -> IndexOutput:
-    """The partition's index as a stream of rows: changed documents read once and embedded.
+) -> tuple[IndexOutput, dict[str, Any]]:
+    """Embed the partition's changed documents and write its index; return it and the
+    step's metadata.
 
-    The stream runs when the IO manager consumes it, inside its transaction; the step's
-    statistics and metadata are complete when it ends.
+    The changed documents' chunk records are read once; the vectors come from the model or
+    the cache as they are made, and each document's index rows are written as they are
+    built (`store/index_writer.py`), all in one transaction.
     """
     started = time.perf_counter()
     # The conversion and chunking workers are done: their memory goes to the model.
@@ -176,36 +179,43 @@ def embeddings_output(
             embeddings_fingerprint(model.model_id, model.max_tokens, second_id),
             force=force,
         )
-    output = IndexOutput(
-        source_type=source,
-        partition_key=partition_key,
-        chunks_asset=chunks.asset_key,
-        model_id=model.model_id,
-        second_model_id=second_id,
-    )
-
-    def stream() -> Iterator[IndexedDocument]:
-        result = EmbedResult()
-        chunks_written = 0
-        with (
-            vectordb.connect(autocommit=True) as conn,
-            advisory_lock(conn, source, partition_key, "embeddings"),
-        ):
-            for document in embedded_documents(
-                conn,
-                stage_records(conn, chunks.asset_key, work.todo),
+    result = EmbedResult()
+    with (
+        vectordb.connect(autocommit=True) as reading,
+        advisory_lock(reading, source, partition_key, "embeddings"),
+        vectordb.connect() as writing,
+        partition_writer(writing, source, partition_key, context.run.run_id) as writer,
+    ):
+        writer.write(
+            embedded_documents(
+                reading,
+                stage_records(reading, chunks.asset_key, work.todo),
                 model,
                 result,
                 second=second,
                 progress=lambda done: context.log.info(f"embedded {done} new chunk texts"),
-            ):
-                chunks_written += len(document.chunks)
-                yield document
-        _summarize(output, result, work, previous, model.model_id, started, describe_failures)
-        output.metadata |= throughput(len(result.ready), chunks_written, output.metadata["seconds"])
-
-    output.documents = stream()
-    return output
+            )
+        )
+        # The stream is consumed: `result` holds every document it made ready or failed.
+        stats = _stats(result, work, previous, model.model_id, second_id)
+        written = writer.finish(
+            ready=result.ready,
+            failed=result.failed,
+            computed=result.computed,
+            stats=stats,
+            keep_versions=vectordb.settings().history_versions,
+        )
+    seconds = time.perf_counter() - started
+    metadata: dict[str, Any] = {
+        **stats,
+        "seconds": round(seconds, 3),
+        "index_write_seconds": round(written.write_seconds, 3),
+        "index_record_seconds": round(written.record_seconds, 3),
+        **throughput(written.documents_written, written.chunks_written, seconds),
+    }
+    if result.failed:
+        metadata["failures"] = dg.MetadataValue.md(describe_failures(result.failed))
+    return IndexOutput(source, partition_key, written), metadata
 
 
 def throughput(documents: int, chunks: int, seconds: float) -> dict[str, Any]:
@@ -221,20 +231,15 @@ def throughput(documents: int, chunks: int, seconds: float) -> dict[str, Any]:
     }
 
 
-def _summarize(
-    output: IndexOutput,
+def _stats(
     result: EmbedResult,
     work: Plan,
     previous: Mapping[str, str],
     model_id: str,
-    started: float,
-    describe_failures: Callable[[Sequence[FailedDocument]], str],
-) -> None:
+    second_model_id: str | None,
+) -> dict[str, Any]:
     kept = set(work.kept) | {f.source_id for f in result.failed if f.source_id in previous}
-    output.ready = result.ready
-    output.failed = result.failed
-    output.computed = result.computed
-    output.stats = {
+    return {
         "documents_new": len(set(result.ready) - set(previous)),
         "documents_changed": len(set(result.ready) & set(previous)),
         "documents_unchanged": len(work.kept),
@@ -245,8 +250,5 @@ def _summarize(
         "second_vectors_embedded": result.second_embedded,
         "embed_seconds": round(result.embed_seconds, 3),
         "model_id": model_id,
-        "second_model_id": output.second_model_id or "none",
+        "second_model_id": second_model_id or "none",
     }
-    output.metadata = {**output.stats, "seconds": round(time.perf_counter() - started, 3)}
-    if result.failed:
-        output.metadata["failures"] = dg.MetadataValue.md(describe_failures(result.failed))

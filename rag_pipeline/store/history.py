@@ -1,7 +1,7 @@
 """The versions of each indexed document (`rag.document_versions`), written with the index.
 
-Each time the pgvector IO manager writes a partition, `record_versions` snapshots the written
-documents as new versions, inside the same transaction: the source version, the sanitized
+Each time the index writer (`store/index_writer.py`) writes a partition, `record_versions`
+snapshots the written documents as new versions, inside the same transaction: the source version, the sanitized
 Markdown, the sections' offsets and hashes, the chunks' hashes and token counts, whether each
 chunk's vector was computed by this run (else it came from the embedding cache), and every
 stage's run id, input and output hash and code version. All of it is copied from the rows just

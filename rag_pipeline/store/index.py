@@ -1,9 +1,9 @@
 """The searchable index: documents, sections (parents) and chunks with their vectors.
 
-The pgvector IO manager calls these inside one transaction per partition: changed documents
-are re-inserted with binary COPY (in batches), unchanged ones stay untouched, documents no
-partition lists any more are deleted; so a run that dies half-way changes nothing and a re-run
-never duplicates. Documents are keyed by `(source_type, doc_key)`, whatever partition lists
+The index writer (`store/index_writer.py`) calls these inside one transaction per partition:
+changed documents are re-inserted with binary COPY (in batches), unchanged ones stay untouched,
+documents no partition lists any more are deleted; so a run that dies half-way changes nothing
+and a re-run never duplicates. Documents are keyed by `(source_type, doc_key)`, whatever partition lists
 them.
 """
 
@@ -100,7 +100,7 @@ def delete_orphans(conn: psycopg.Connection, source_type: str) -> int:
 def write_documents(conn: psycopg.Connection, documents: Sequence[IndexedDocument]) -> None:
     """Replace the stored versions of `documents` (their sections and chunks cascade).
 
-    Must be called inside a transaction (the IO manager opens it), so the deletes and the
+    Must be called inside a transaction (the index writer opens it), so the deletes and the
     inserts become visible together.
     """
     by_source: dict[str, list[str]] = {}

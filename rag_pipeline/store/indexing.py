@@ -5,7 +5,7 @@ the chunk texts the cache lacks are embedded a window at a time (sorted by lengt
 window, so batches pad little) on a background thread while the next window is read and the
 previous one is written, and each vector goes to the cache as it is made (a killed run loses
 little work). The index rows are built from the records and vectors in hand: nothing is read
-back. The pgvector IO manager consumes the rows inside its one transaction.
+back. The index writer (`store/index_writer.py`) writes the rows as they come.
 
 With a second (multilingual) model, each chunk gets that model's vector too, from its own
 cache entries: a text one model has cached and the other not is embedded by the other only.
@@ -224,28 +224,6 @@ def _finish(
         yield indexed_document(
             key, record, input_hash, window.models[0].model_id, per_model[0], second
         )
-
-
-def cached_documents(
-    conn: psycopg.Connection,
-    records: Iterable[Work],
-    model_id: str,
-    second_model_id: str | None = None,
-) -> Iterator[IndexedDocument]:
-    """Index rows of documents whose vectors are all in the cache already (nothing embedded)."""
-    iterator = iter(records)
-    while batch := list(islice(iterator, READ_BATCH)):
-        shas = [text_sha256(c.embedded_text) for _, _, record in batch for c in record.chunks]
-        vectors = cached_vectors(conn, model_id, shas)
-        second = cached_vectors(conn, second_model_id, shas) if second_model_id else None
-        missing = {sha for sha in shas if sha not in vectors or (second and sha not in second)}
-        for key, input_hash, record in batch:
-            if any(text_sha256(c.embedded_text) in missing for c in record.chunks):
-                raise RuntimeError(
-                    f"{key}: chunk vectors are missing from the embedding cache "
-                    "(was it cleared during the run?); run the job again"
-                )
-            yield indexed_document(key, record, input_hash, model_id, vectors, second)
 
 
 def indexed_document(

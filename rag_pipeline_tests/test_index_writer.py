@@ -1,4 +1,5 @@
-"""The pgvector IO manager: partition A, then B, then A again holds B plus the new A."""
+"""The index writer: partition A, then B, then A again holds B plus the new A; and the pgvector
+IO manager, which reports what the writer wrote."""
 
 import dagster as dg
 import numpy as np
@@ -11,8 +12,9 @@ from rag_pipeline.io_managers.pgvector import IndexOutput, PgVectorIOManager
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import Settings
 from rag_pipeline.store import stages
-from rag_pipeline.store.cache import store_vectors
 from rag_pipeline.store.connection import connect
+from rag_pipeline.store.index_writer import IndexWrite, partition_writer
+from rag_pipeline.store.indexing import indexed_document
 from rag_pipeline.store.migrations import ensure_model
 
 DIM = 384
@@ -32,31 +34,43 @@ def _vector(text: str, dim: int = DIM) -> np.ndarray:
 
 
 def _write(
-    vectordb: VectorDBResource, partition: str, docs: dict[str, str], members: list[str]
-) -> dg.OutputContext:
+    vectordb: VectorDBResource,
+    partition: str,
+    docs: dict[str, str],
+    members: list[str],
+    *,
+    dim: int = DIM,
+) -> IndexWrite:
     """Run partition `partition` listing `members`, of which `docs` changed."""
     with connect(vectordb.conninfo()) as conn:
-        rows = [(key, f"i-{text}", _record(key, text)) for key, text in docs.items()]
-        stages.upsert_records(conn, "files/chunks", rows, "run")
         stages.set_partition_members(conn, "files", partition, members)
-        store_vectors(conn, "m", [(text_sha256(t), _vector(t)) for t in docs.values()])
         conn.commit()
+        documents = (
+            indexed_document(
+                key, _record(key, text), f"i-{text}", "m", {text_sha256(text): _vector(text, dim)}
+            )
+            for key, text in docs.items()
+        )
+        with partition_writer(conn, "files", partition, f"run-{partition}") as writer:
+            writer.write(documents)
+            return writer.finish(
+                ready=list(docs), failed=[], computed=[], stats={"x": 1}, keep_versions=3
+            )
+
+
+def _report(
+    vectordb: VectorDBResource, partition: str, written: IndexWrite, *, into: str | None = None
+) -> dg.OutputContext:
+    """Hand the IO manager what the writer wrote for `partition` (as the materialization of
+    partition `into`, the same by default)."""
     context = dg.build_output_context(
         asset_key=dg.AssetKey(["files", "embeddings"]),
-        partition_key=partition,
+        partition_key=into or partition,
         asset_partitions_def=dg.StaticPartitionsDefinition(["A", "B"]),
         run_id=f"run-{partition}",
     )
     PgVectorIOManager(vectordb=vectordb).handle_output(
-        context,
-        IndexOutput(
-            "files",
-            partition,
-            chunks_asset="files/chunks",
-            model_id="m",
-            ready={key: f"i-{text}" for key, text in docs.items()},
-            stats={"x": 1},
-        ),
+        context, IndexOutput("files", partition, written)
     )
     return context
 
@@ -85,15 +99,26 @@ def test_partition_a_b_a_holds_b_plus_new_a(vectordb: VectorDBResource, database
     _write(vectordb, "A", {"a1": "first", "a2": "second"}, ["a1", "a2"])
     _write(vectordb, "B", {"b1": "bee"}, ["b1"])
     # A again: a1 changed, a2 gone, a3 new.
-    context = _write(vectordb, "A", {"a1": "first v2", "a3": "third"}, ["a1", "a3"])
+    written = _write(vectordb, "A", {"a1": "first v2", "a3": "third"}, ["a1", "a3"])
     assert _rows(database_url) == [
         ("A", "a1", "first v2"),
         ("A", "a3", "third"),
         ("B", "b1", "bee"),
     ]
-    metadata = context.get_logged_metadata()
-    assert metadata["dagster/partition_row_count"].value == 2  # type: ignore[union-attr]
-    assert metadata["documents_deleted"].value == 1  # type: ignore[union-attr]
+    assert (written.documents_written, written.chunks_written) == (2, 2)
+    assert written.documents_deleted == 1
+    assert dict(written.counts) == {"documents": 2, "sections": 2, "chunks": 2}
+    assert sorted((c.change, c.source_id) for c in written.changes) == [
+        ("added", "a3"),
+        ("changed", "a1"),
+        ("deleted", "a2"),
+    ]
+    with connect(database_url) as conn:
+        run = conn.execute(
+            "SELECT stats FROM rag.ingest_runs WHERE run_id = 'run-A' AND partition_key = 'A'"
+        ).fetchone()
+    assert run is not None
+    assert run[0] == {"x": 1, "documents_deleted": 1}
 
     # A once more with a1 unchanged (listed, not re-sent): nothing duplicated or lost.
     _write(vectordb, "A", {"a3": "third"}, ["a1", "a3"])
@@ -130,9 +155,35 @@ def test_failed_write_leaves_partition_untouched(
 ) -> None:
     _write(vectordb, "A", {"a1": "first"}, ["a1"])
     # A vector of the wrong dimension makes COPY fail half-way through the transaction.
-    with connect(vectordb.conninfo()) as conn:
-        store_vectors(conn, "m", [(text_sha256("second"), _vector("second", 3))])
-        conn.commit()
     with pytest.raises(Exception, match=r"dimension|expected"):
-        _write(vectordb, "A", {"a1": "first v2", "a2": "second"}, ["a1", "a2"])
+        _write(vectordb, "A", {"a1": "first v2", "a2": "second"}, ["a1", "a2"], dim=3)
     assert [(r[1], r[2]) for r in _rows(database_url)] == [("a1", "first")]
+    with connect(database_url) as conn:
+        versions = conn.execute("SELECT count(*) FROM rag.document_versions").fetchone()
+    assert versions == (1,)
+
+
+def test_finish_before_write_is_refused(vectordb: VectorDBResource) -> None:
+    with (
+        connect(vectordb.conninfo()) as conn,
+        pytest.raises(RuntimeError, match="before write"),
+        partition_writer(conn, "files", "A", "run") as writer,
+    ):
+        writer.finish(ready=["a1"], failed=[], computed=[], stats={}, keep_versions=3)
+
+
+def test_io_manager_reports_the_write_as_metadata(vectordb: VectorDBResource) -> None:
+    _write(vectordb, "A", {"a1": "first", "a2": "second"}, ["a1", "a2"])
+    written = _write(vectordb, "A", {"a3": "third"}, ["a1", "a3"])
+    metadata = _report(vectordb, "A", written).get_logged_metadata()
+    assert metadata["dagster/partition_row_count"].value == 2  # type: ignore[union-attr]
+    assert metadata["documents_deleted"].value == 1  # type: ignore[union-attr]
+    assert metadata["documents_in_partition"].value == 2  # type: ignore[union-attr]
+    table = metadata["documents"].value  # type: ignore[union-attr]
+    assert sorted((r.data["change"], r.data["source_id"]) for r in table.records) == [  # type: ignore[union-attr]
+        ("added", "a3"),
+        ("deleted", "a2"),
+    ]
+    # An output handed to another partition's materialization is refused.
+    with pytest.raises(dg.DagsterInvariantViolationError, match="partition"):
+        _report(vectordb, "A", written, into="B")
