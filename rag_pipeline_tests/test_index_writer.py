@@ -1,9 +1,12 @@
 """The index writer: partition A, then B, then A again holds B plus the new A; and the pgvector
 IO manager, which reports what the writer wrote."""
 
+import json
+
 import dagster as dg
 import numpy as np
 import pytest
+from psycopg.types.json import Jsonb
 
 from rag_pipeline.core.embedding import text_sha256
 from rag_pipeline.core.models import Chunk, Section, SourceFormat
@@ -11,7 +14,7 @@ from rag_pipeline.core.records import ChunkedRecord, DocumentInfo
 from rag_pipeline.io_managers.pgvector import IndexOutput, PgVectorIOManager
 from rag_pipeline.resources.vectordb import VectorDBResource
 from rag_pipeline.settings import Settings
-from rag_pipeline.store import stages
+from rag_pipeline.store import history, stages
 from rag_pipeline.store.connection import connect
 from rag_pipeline.store.index_writer import IndexWrite, partition_writer
 from rag_pipeline.store.indexing import indexed_document
@@ -187,3 +190,43 @@ def test_io_manager_reports_the_write_as_metadata(vectordb: VectorDBResource) ->
     # An output handed to another partition's materialization is refused.
     with pytest.raises(dg.DagsterInvariantViolationError, match="partition"):
         _report(vectordb, "A", written, into="B")
+
+
+def test_computed_flags_of_a_large_run_are_a_hash_lookup(
+    vectordb: VectorDBResource, database_url: str
+) -> None:
+    # A first ingest of 100,000 documents embeds ~200,000 texts. The history's flag of each
+    # chunk must stay one hash lookup: a plan that scans the list per chunk took 10+ minutes.
+    computed = [text_sha256(f"elsewhere {n}") for n in range(60_000)] + [text_sha256("first")]
+    with connect(vectordb.conninfo()) as conn:
+        stages.set_partition_members(conn, "files", "A", ["a1", "a2"])
+        documents = [
+            indexed_document(
+                key, _record(key, text), f"i-{text}", "m", {text_sha256(text): _vector(text)}
+            )
+            for key, text in (("a1", "first"), ("a2", "second"))
+        ]
+        with partition_writer(conn, "files", "A", "run-A") as writer:
+            writer.write(documents)
+            params = {
+                "run_id": "run-A",
+                "source": "files",
+                "keys": ["a1", "a2"],
+                "computed": computed,
+                "code_versions": Jsonb({}),
+                "assets": [],
+                "stages": Jsonb({}),
+                "embeddings": "e",
+            }
+            (plan,) = conn.execute(
+                "EXPLAIN (FORMAT JSON) " + history._INSERT_NEW, params, prepare=False
+            ).fetchone()
+            writer.finish(
+                ready=["a1", "a2"], failed=[], computed=computed, stats={}, keep_versions=3
+            )
+        flags = conn.execute(
+            "SELECT doc_key, chunks -> 0 ->> 'computed' FROM rag.document_versions ORDER BY 1"
+        ).fetchall()
+    assert flags == [("a1", "true"), ("a2", "false")]
+    assert "unnest" not in json.dumps(plan)
+    assert '"Node Type": "ProjectSet"' not in json.dumps(plan)
