@@ -1,11 +1,11 @@
 """The versions of each indexed document (`rag.document_versions`), written with the index.
 
 Each time the index writer (`store/index_writer.py`) writes a partition, `record_versions`
-snapshots the written documents as new versions, inside the same transaction: the source version, the sanitized
-Markdown, the sections' offsets and hashes, the chunks' hashes and token counts, whether each
-chunk's vector was computed by this run (else it came from the embedding cache), and every
-stage's run id, input and output hash and code version. All of it is copied from the rows just
-written, in SQL: nothing is sent twice over the wire.
+snapshots the written documents as new versions, inside the same transaction: the source
+version, the sanitized Markdown, the sections' offsets and hashes, the chunks' hashes and token
+counts, whether each chunk's vector was computed by this run (else it came from the embedding
+cache), and every stage's run id, input and output hash and code version. All of it is copied
+from the rows just written, in SQL: nothing is sent twice over the wire.
 
 A document rewritten with the same content (a forced run) keeps its version, whose lineage is
 updated to the new runs. The oldest versions beyond `keep` earlier ones are pruned. History of

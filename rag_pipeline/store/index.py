@@ -3,8 +3,8 @@
 The index writer (`store/index_writer.py`) calls these inside one transaction per partition:
 changed documents are re-inserted with binary COPY (in batches), unchanged ones stay untouched,
 documents no partition lists any more are deleted; so a run that dies half-way changes nothing
-and a re-run never duplicates. Documents are keyed by `(source_type, doc_key)`, whatever partition lists
-them.
+and a re-run never duplicates. Documents are keyed by `(source_type, doc_key)`, whatever
+partition lists them.
 """
 
 from collections.abc import Sequence

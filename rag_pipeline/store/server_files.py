@@ -2,7 +2,8 @@
 
 The superuser's password is kept in RAG_HOME/pgpass; `pg_hba.conf` requires it on the local
 socket and rejects TCP; `rag_pipeline.conf`, included from `postgresql.conf`, names the socket
-folder of each start. Every file is written private to the server user (0600).
+folder of each start and gives large index writes their WAL budget. Every file is written
+private to the server user (0600).
 """
 
 import contextlib
@@ -108,6 +109,12 @@ def is_secured(pgdata: Path) -> bool:
         return False
 
 
+# A large first ingest writes WAL fast (two HNSW indexes): at 100,000 documents, with the 1 GB
+# default, the server checkpointed every 11 s and its log said so; after each checkpoint the
+# next change of every page logs the whole page again. 4 GB keeps checkpoints on their timer.
+WAL_BUDGET = "max_wal_size = 4GB\n"
+
+
 def write_config(pgdata: Path, user: ServerUser, socket_dir: Path) -> None:
     """Point the server at `socket_dir` (socket only, 0700) through our config file."""
     directory = str(socket_dir).replace("'", "''")
@@ -116,7 +123,7 @@ def write_config(pgdata: Path, user: ServerUser, socket_dir: Path) -> None:
         "# Written by rag_pipeline at every start.\n"
         "listen_addresses = ''\n"
         f"unix_socket_directories = '{directory}'\n"
-        "unix_socket_permissions = 0700\n",
+        "unix_socket_permissions = 0700\n" + WAL_BUDGET,
         user,
     )
     conf = pgdata / "postgresql.conf"
