@@ -74,6 +74,11 @@ def cancel_run(instance: Any, run_id: str, reason: str) -> None:
         instance.report_run_canceled(run, message=reason)
 
 
+def raise_terminated(signum: int, frame: object) -> None:
+    """A SIGTERM handler: raise `Terminated` in the main thread."""
+    raise Terminated
+
+
 @contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
     """SIGTERM raises `Terminated` in the main thread meanwhile (if it had its default
@@ -83,10 +88,7 @@ def sigterm_raises() -> Iterator[None]:
         yield
         return
 
-    def terminate(signum: int, frame: object) -> None:
-        raise Terminated
-
-    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         yield
     finally:

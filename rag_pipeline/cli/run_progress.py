@@ -14,7 +14,13 @@ from typing import Any
 
 import click
 
-from rag_pipeline.cli.run_guard import OWNER_TAG, Terminated, cancel_run, owner
+from rag_pipeline.cli.run_guard import (
+    OWNER_TAG,
+    Terminated,
+    cancel_run,
+    owner,
+    raise_terminated,
+)
 
 # The code location `dagster job execute -m` loads, whose jobs `rag ingest` runs.
 CODE_LOCATION_MODULE = "rag_pipeline.definitions"
@@ -114,18 +120,21 @@ def execute_with_progress(
 
 @contextmanager
 def _terminable_children() -> Iterator[None]:
-    """SIGTERM at its default action while a run starts processes, when it was ignored.
+    """SIGTERM caught while a run starts processes, when it was ignored.
 
     Dagster mirrors each step's output with a `tail -F` that it stops with SIGTERM. A child
     inherits an ignored signal: started from a shell or CI runner that ignores SIGTERM, each
     step waited 30 s for its `tail`, and the tails outlived `rag ingest`, holding its stdout
-    open, so a caller reading that output never saw it end.
+    open, so a caller reading that output never saw it end. A caught signal is reset to its
+    default in a started program, so the tails end; this process raises `Terminated` and
+    reports the run canceled, where the default action would kill it with the run left
+    started.
     """
     ignored = signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     if not ignored or threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         yield
     finally:
