@@ -80,10 +80,8 @@ class PartitionWriter:
     def write(self, documents: Iterable[IndexedDocument]) -> None:
         """Replace the stored versions of the streamed documents, a batch at a time."""
         iterator = iter(documents)
-        while True:
-            batch = list(islice(iterator, WRITE_BATCH))  # the stream's work happens here
-            if not batch:
-                break
+        # Taking a batch runs the stream's own work (reading, embedding) for its documents.
+        while batch := list(islice(iterator, WRITE_BATCH)):
             started = time.perf_counter()
             index.write_documents(self._conn, batch)
             self._write_seconds += time.perf_counter() - started
